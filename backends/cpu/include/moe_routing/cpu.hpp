@@ -1,0 +1,5 @@
+#pragma once
+/// \file
+/// The CPU backend: `moe_routing::cpu::route` and `moe_routing::cpu::router`.
+
+#include "moe_routing/cpu/route.hpp"

@@ -1,0 +1,158 @@
+#pragma once
+/// \file
+/// The CPU backend's assignment stage `refine`, the weighting, the padding of each
+/// row, and the batch summary (SPEC sections 3 and 4).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "moe_routing/core/status.hpp"
+#include "moe_routing/cpu/route_context.hpp"
+#include "moe_routing/plan/routing_plan.hpp"
+#include "moe_routing/policies/refine.hpp"
+
+namespace moe_routing::cpu {
+
+/// Fills `weights[0..count)` from the p of the assigned experts.
+inline void weigh_row(const refine& stage, const float* p, int count, float* weights) noexcept {
+  float sum = 0;
+  for (int j = 0; j < count; ++j) {
+    weights[j] = p[j] < 0.0f ? 0.0f : p[j];  // negative p only from probabilities input
+    sum += weights[j];
+  }
+  bool equal = !(sum > 0.0f) || !std::isfinite(sum);
+  if (!equal) {
+    for (int j = 0; j < count; ++j) {
+      weights[j] = stage.weights == weighting::renormalize ? weights[j] / sum * stage.scale
+                                                           : weights[j] * stage.scale;
+      equal = equal || !std::isfinite(weights[j]);
+    }
+  }
+  if (equal) {
+    for (int j = 0; j < count; ++j) weights[j] = stage.scale / static_cast<float>(count);
+  }
+}
+
+/// A_i for one valid token: the first k experts of its rank order below max_rank that
+/// are in S, else its best expert in S. Writes ids and p; returns the count.
+template <class Context>
+int assign_token(const refine& stage, Context& context, int token, int chunk,
+                 std::int32_t* ids, float* p) {
+  const int k = stage.effective_k(context.top_k());
+  const int experts = context.experts();
+  const int max_rank = std::min(stage.max_rank, experts);
+  const auto top = context.top_experts(token);
+  const auto top_p = context.top_probabilities(token);
+  int count = 0;
+  const int stored = std::min(max_rank, context.top_k());
+  for (int j = 0; j < stored && count < k; ++j) {
+    if (context.selected.contains(top[static_cast<std::size_t>(j)])) {
+      ids[count] = top[static_cast<std::size_t>(j)];
+      p[count++] = top_p[static_cast<std::size_t>(j)];
+    }
+  }
+  if (count == k || (count > 0 && max_rank <= context.top_k())) return count;
+
+  // Ranks beyond the stored top-k matter: rescore the row and select from S directly.
+  context.score_full_row(token, chunk);
+  rank_key* keys = context.scratch_keys(chunk);
+  const float* row_p = context.scratch_p(chunk);
+  rank_key threshold = 0;
+  if (max_rank < experts) {
+    // The key of rank max_rank - 1; keys at or above it rank below max_rank.
+    rank_key* sorted = reinterpret_cast<rank_key*>(context.scratch_mass(chunk));
+    std::copy(keys, keys + experts, sorted);
+    std::nth_element(sorted, sorted + (max_rank - 1), sorted + experts, std::greater<>{});
+    threshold = sorted[max_rank - 1];
+  }
+  rank_key chosen[max_top_k];
+  int found = 0;
+  rank_key best_in_s = 0;
+  bool any_in_s = false;
+  context.selected.for_each([&](int e) {
+    const rank_key key = keys[e];
+    if (!any_in_s || key > best_in_s) best_in_s = key;
+    any_in_s = true;
+    if (key < threshold) return;
+    if (found == k && key <= chosen[k - 1]) return;
+    int position = found < k ? found++ : k - 1;
+    while (position > 0 && chosen[position - 1] < key) {
+      chosen[position] = chosen[position - 1];
+      --position;
+    }
+    chosen[position] = key;
+  });
+  if (found == 0 && any_in_s) {
+    chosen[0] = best_in_s;
+    found = 1;
+  }
+  for (int j = 0; j < found; ++j) {
+    ids[j] = expert_of(chosen[j]);
+    p[j] = row_p[ids[j]];
+  }
+  return found;
+}
+
+/// Assigns, weighs and pads every row, then writes the batch summary.
+template <class Context>
+status assign_tokens(const refine& stage, Context& context, const plan_view& plan) {
+  const int n = context.tokens();
+  const int width = plan.top_k;
+  context.parallel_blocks(n, [&](int token, int chunk) {
+    std::int32_t* ids = plan.ids + static_cast<std::size_t>(token) * width;
+    float* weights = plan.weights + static_cast<std::size_t>(token) * width;
+    int count = 0;
+    if (context.is_valid(token)) {
+      float p[max_top_k];
+      count = assign_token(stage, context, token, chunk, ids, p);
+      weigh_row(stage, p, count, weights);
+    }
+    plan.counts[token] = count;
+    if (plan.guaranteed != nullptr) plan.guaranteed[token] = context.guaranteed_ranks(token);
+    for (int j = count; j < width; ++j) {
+      ids[j] = plan.pad.kind == padding_kind::repeat && count > 0 ? ids[0] : plan.pad.sentinel_value;
+      weights[j] = 0.0f;
+    }
+  });
+
+  plan_summary& summary = *plan.summary;
+  summary.active.clear();
+  if (plan.expert_tokens != nullptr) std::fill(plan.expert_tokens, plan.expert_tokens + context.experts(), 0);
+  bool valid_token = false;
+  for (int token = 0; token < n; ++token) {
+    valid_token = valid_token || context.is_valid(token);
+    for (int j = 0; j < plan.counts[token]; ++j) {
+      const std::int32_t e = plan.ids[static_cast<std::size_t>(token) * width + j];
+      summary.active.insert(e);
+      if (plan.expert_tokens != nullptr) ++plan.expert_tokens[e];
+    }
+  }
+  summary.active_count = summary.active.size();
+  summary.selected = context.selected;
+  summary.selected_count = context.selected.size();
+  if (valid_token && context.selected.empty()) {
+    return fail(errc::invalid_parameter, "selected set size", 0,
+                "must not be 0 while valid tokens exist: a custom set stage emptied S");
+  }
+  summary.max_device_load = 0;
+  if (context.devices() > 0) {
+    std::int32_t* loads = plan.device_loads != nullptr ? plan.device_loads
+                                                       : context.storage().device_scratch.data();
+    std::fill(loads, loads + context.devices(), 0);
+    summary.active.for_each([&](int e) { ++loads[context.device_of(e)]; });
+    summary.max_device_load = *std::max_element(loads, loads + context.devices());
+  }
+  if (plan.pad.kind == padding_kind::repeat) {
+    // Rows of invalid tokens repeat the batch's lowest active expert (no extra load).
+    const int lowest = summary.active.first();
+    for (int token = 0; token < n; ++token) {
+      if (plan.counts[token] != 0) continue;
+      std::int32_t* ids = plan.ids + static_cast<std::size_t>(token) * width;
+      std::fill(ids, ids + width, lowest >= 0 ? lowest : plan.pad.sentinel_value);
+    }
+  }
+  return {};
+}
+
+}  // namespace moe_routing::cpu

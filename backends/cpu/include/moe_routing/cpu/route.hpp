@@ -1,0 +1,159 @@
+#pragma once
+/// \file
+/// CPU routing entry points.
+///
+/// `route(policy, batch, plan, workspace, exec)` checks its inputs, routes one batch
+/// and returns a status; it never throws for bad input and never allocates (the
+/// workspace is sized beforehand). `exec` is a standard execution policy; with `par`
+/// or `par_unseq` the token passes run on TBB threads. The plan is the same bit for bit
+/// for every execution policy and thread count.
+///
+/// \code
+///   auto policy = moe_routing::presets::oea(/*k0=*/4, /*k=*/8);
+///   moe_routing::cpu::workspace ws({.max_tokens = 16, .experts = 128, .top_k = 8});
+///   moe_routing::routing_plan plan(16, 8, 128);
+///   auto status = moe_routing::cpu::route(policy, batch, plan.view(), ws, std::execution::par);
+/// \endcode
+
+#include <execution>
+#include <type_traits>
+
+#include "moe_routing/core/batch.hpp"
+#include "moe_routing/core/error.hpp"
+#include "moe_routing/cpu/assign_tokens.hpp"
+#include "moe_routing/cpu/route_context.hpp"
+#include "moe_routing/cpu/set_stage_executors.hpp"
+#include "moe_routing/cpu/workspace.hpp"
+#include "moe_routing/plan/routing_plan.hpp"
+#include "moe_routing/policies/policy_checks.hpp"
+
+namespace moe_routing::cpu {
+
+namespace detail {
+
+template <routing_policy Policy>
+constexpr refine assignment_of(const Policy& policy) {
+  refine result{};
+  policy.for_each_stage([&](const auto& stage) {
+    using stage_type = std::remove_cvref_t<decltype(stage)>;
+    if constexpr (assignment_stage<stage_type>) {
+      static_assert(std::is_same_v<stage_type, refine>,
+                    "The CPU backend implements the refine assignment stage only; a custom "
+                    "assignment stage needs its own stage_executor<cpu_backend, Stage>.");
+      result = stage;
+    }
+  });
+  return result;
+}
+
+template <routing_policy Policy>
+constexpr bool needs_dense_mass(const Policy& policy) {
+  bool dense = false;
+  policy.for_each_stage([&](const auto& stage) {
+    if constexpr (requires { stage.gate; }) dense = dense || stage.gate == column_mass::dense;
+  });
+  return dense;
+}
+
+/// Checks of the per-call data that do not depend on the policy.
+template <score_element Element>
+status check_call(const routing_batch<Element>& batch, const plan_view& plan, const workspace& ws) {
+  MOE_ROUTING_TRY(validate_batch(batch));
+  const int n = batch.tokens();
+  if (plan.tokens != n) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "batch.n", n);
+  if (plan.top_k < 1 || plan.top_k > max_top_k) {
+    return fail(errc::invalid_parameter, "plan.top_k", plan.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
+  }
+  if (plan.summary == nullptr) return fail(errc::null_pointer, "plan.summary", 0, "must not be null");
+  if (n > 0 && (plan.ids == nullptr || plan.weights == nullptr || plan.counts == nullptr)) {
+    return fail(errc::null_pointer, "plan.ids/weights/counts", 0, "must not be null when", "batch.n", n);
+  }
+  const workspace_shape& shape = ws.shape();
+  if (shape.experts != batch.experts()) {
+    return fail(errc::workspace_too_small, "workspace.experts", shape.experts, "must equal", "batch.E", batch.experts());
+  }
+  if (shape.max_tokens < n) {
+    return fail(errc::workspace_too_small, "workspace.max_tokens", shape.max_tokens, "must be at least", "batch.n", n);
+  }
+  if (shape.top_k < plan.top_k) {
+    return fail(errc::workspace_too_small, "workspace.top_k", shape.top_k, "must be at least", "plan.top_k", plan.top_k);
+  }
+  return {};
+}
+
+/// Routes a batch whose policy binding and call data were already checked.
+template <routing_policy Policy, score_element Element, class ExecutionPolicy>
+status route_checked(const Policy& policy, const routing_batch<Element>& batch,
+                     const plan_view& plan, workspace& ws, ExecutionPolicy exec) {
+  route_context<Element, ExecutionPolicy> context(batch, plan.top_k, ws, exec);
+  context.score_tokens(needs_dense_mass(policy));
+  refine assignment = assignment_of(policy);
+  if (batch.step == phase::prefill && has_decode_only_stage(policy)) {
+    // Decode-only policies route exactly like vanilla top-k in prefill.
+    stage_executor<cpu_backend, topk_union>::apply(topk_union{}, context);
+    assignment.k = 0;
+    assignment.max_rank = max_experts;
+  } else {
+    policy.for_each_stage([&](const auto& stage) {
+      using stage_type = std::remove_cvref_t<decltype(stage)>;
+      if constexpr (set_stage<stage_type>) stage_executor<cpu_backend, stage_type>::apply(stage, context);
+    });
+  }
+  return assign_tokens(assignment, context, plan);
+}
+
+}  // namespace detail
+
+/// Routes one batch. Checks the batch, the plan, the workspace and the policy's
+/// binding to this shape first (O(E + R + stages)); never throws for bad input.
+template <routing_policy Policy, score_element Element,
+          class ExecutionPolicy = std::execution::sequenced_policy>
+  requires std::is_execution_policy_v<std::remove_cvref_t<ExecutionPolicy>>
+[[nodiscard]] status route(const Policy& policy, const routing_batch<Element>& batch,
+                           const plan_view& plan, workspace& ws, ExecutionPolicy&& exec = {}) {
+  MOE_ROUTING_TRY(detail::check_call(batch, plan, ws));
+  MOE_ROUTING_TRY(bind_policy(policy, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr}));
+  return detail::route_checked(policy, batch, plan, ws, exec);
+}
+
+/// A policy bound once to a shape, with its own workspace: the convenience layer.
+/// The constructor throws `routing_error` naming the bad parameter; `route` then only
+/// checks the per-call data (batch, plan) and throws on failure.
+template <routing_policy Policy>
+class router {
+ public:
+  router(const Policy& policy, workspace_shape shape, bool has_placement = false)
+      : policy_(policy), shape_(shape), has_placement_(has_placement), workspace_(shape) {
+    throw_if_failed(bind_policy(policy_, binding_shape{shape.experts, shape.top_k, has_placement}));
+  }
+
+  template <score_element Element, class ExecutionPolicy = std::execution::sequenced_policy>
+  void route(const routing_batch<Element>& batch, const plan_view& plan, ExecutionPolicy&& exec = {}) {
+    throw_if_failed(detail::check_call(batch, plan, workspace_));
+    if (plan.top_k != shape_.top_k || (batch.placement != nullptr) != has_placement_) {
+      throw_if_failed(bind_policy(policy_, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr}));
+    }
+    throw_if_failed(detail::route_checked(policy_, batch, plan, workspace_, exec));
+  }
+
+  /// Routes into a plan the router owns and returns it.
+  template <score_element Element, class ExecutionPolicy = std::execution::sequenced_policy>
+  const routing_plan& route(const routing_batch<Element>& batch, padding pad = {}, ExecutionPolicy&& exec = {}) {
+    if (owned_.tokens() != batch.tokens() || owned_.top_k() != shape_.top_k) {
+      owned_ = routing_plan(batch.tokens(), shape_.top_k, batch.experts(), batch.device_count, pad);
+    }
+    route(batch, owned_.view(), exec);
+    return owned_;
+  }
+
+  const Policy& policy() const noexcept { return policy_; }
+
+ private:
+  Policy policy_;
+  workspace_shape shape_;
+  bool has_placement_;
+  workspace workspace_;
+  routing_plan owned_;
+};
+
+}  // namespace moe_routing::cpu

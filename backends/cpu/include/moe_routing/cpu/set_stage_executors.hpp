@@ -1,0 +1,276 @@
+#pragma once
+/// \file
+/// The CPU backend's set stages (SPEC section 3). Each reads and updates the
+/// `route_context`; none allocates. Sorting happens over at most E experts.
+
+#include <algorithm>
+#include <cstdint>
+
+#include "moe_routing/core/stage_executor.hpp"
+#include "moe_routing/cpu/route_context.hpp"
+#include "moe_routing/policies/confidence_keep.hpp"
+#include "moe_routing/policies/ep_fill.hpp"
+#include "moe_routing/policies/greedy_mass.hpp"
+#include "moe_routing/policies/per_request.hpp"
+#include "moe_routing/policies/prune.hpp"
+#include "moe_routing/policies/topk_union.hpp"
+#include "moe_routing/policies/vote_drop.hpp"
+
+namespace moe_routing {
+
+/// Tag of the CPU backend.
+struct cpu_backend {};
+
+namespace cpu::detail {
+
+/// Writes the experts outside S with positive mass to `order`, by mass descending
+/// (ties to the lower index); returns how many.
+inline int rank_unselected_by_mass(std::span<const std::int64_t> mass, const expert_set& selected,
+                                   std::int32_t* order) {
+  int count = 0;
+  for (int e = 0; e < static_cast<int>(mass.size()); ++e) {
+    if (mass[static_cast<std::size_t>(e)] > 0 && !selected.contains(e)) order[count++] = e;
+  }
+  std::sort(order, order + count, [&](std::int32_t a, std::int32_t b) {
+    const auto ma = mass[static_cast<std::size_t>(a)], mb = mass[static_cast<std::size_t>(b)];
+    return ma != mb ? ma > mb : a < b;
+  });
+  return count;
+}
+
+}  // namespace cpu::detail
+
+template <>
+struct stage_executor<cpu_backend, topk_union> {
+  template <class Context>
+  static void apply(const topk_union& stage, Context& context) {
+    const int k = stage.effective_k(context.top_k());
+    for (int token = 0; token < context.tokens(); ++token) {
+      if (!context.is_valid(token)) continue;
+      const auto top = context.top_experts(token);
+      for (int j = 0; j < k; ++j) context.selected.insert(top[static_cast<std::size_t>(j)]);
+    }
+  }
+};
+
+template <>
+struct stage_executor<cpu_backend, prune> {
+  /// b_i = min(k0, kp_i, kb_i) from the token's top probabilities.
+  static int baseline_size(const prune& stage, std::span<const float> top_p, float candidate_total) {
+    int kp = stage.k0;
+    const bool usable_total = candidate_total > 0.0f && candidate_total <= 3.4028234e38f;
+    if (stage.top_p < 1.0f && usable_total) {
+      const float target = stage.top_p * candidate_total;
+      float sum = 0;
+      for (int j = 0; j < stage.k0; ++j) {
+        sum += top_p[static_cast<std::size_t>(j)] > 0.0f ? top_p[static_cast<std::size_t>(j)] : 0.0f;
+        if (sum >= target) {
+          kp = j + 1;
+          break;
+        }
+      }
+    }
+    int kb = 1;
+    const float floor = stage.skip_ratio * top_p[0];
+    while (kb < stage.k0 && top_p[static_cast<std::size_t>(kb)] >= floor) ++kb;
+    return std::min({stage.k0, kp, kb});
+  }
+
+  template <class Context>
+  static void apply(const prune& stage, Context& context) {
+    for (int token = 0; token < context.tokens(); ++token) {
+      if (!context.is_valid(token)) continue;
+      context.guarantee(token, baseline_size(stage, context.top_probabilities(token),
+                                             context.stats(token).candidate_total));
+    }
+  }
+};
+
+template <>
+struct stage_executor<cpu_backend, greedy_mass> {
+  template <class Context>
+  static void apply(const greedy_mass& stage, Context& context) {
+    const auto mass = context.mass(stage.gate);
+    std::int32_t* order = context.storage().order.data();
+    const int available = cpu::detail::rank_unselected_by_mass(mass, context.selected, order);
+    if (stage.add >= 0) {
+      for (int i = 0; i < std::min(stage.add, available); ++i) context.selected.insert(order[i]);
+    } else if (stage.size >= 0) {
+      int size = context.selected.size();
+      for (int i = 0; i < available && size < stage.size; ++i, ++size) context.selected.insert(order[i]);
+    } else {
+      std::int64_t total = 0, held = 0;
+      for (int e = 0; e < context.experts(); ++e) {
+        total += mass[static_cast<std::size_t>(e)];
+        if (context.selected.contains(e)) held += mass[static_cast<std::size_t>(e)];
+      }
+      const double target = static_cast<double>(stage.mass) * static_cast<double>(total);
+      for (int i = 0; i < available && static_cast<double>(held) < target; ++i) {
+        context.selected.insert(order[i]);
+        held += mass[static_cast<std::size_t>(order[i])];
+      }
+    }
+  }
+};
+
+template <>
+struct stage_executor<cpu_backend, per_request> {
+  template <class Context>
+  static void apply(const per_request& stage, Context& context) {
+    const int e_count = context.experts();
+    // Guarantees first (serial, cheap): each token's top-k0 joins S.
+    for (int token = 0; token < context.tokens(); ++token) {
+      if (context.is_valid(token)) context.guarantee(token, stage.k0);
+    }
+    if (stage.m_r == 0) return;
+    auto& chunk_selected = context.storage().chunk_selected;
+    for (int b = 0; b < context.chunk_count(); ++b) chunk_selected[static_cast<std::size_t>(b)].clear();
+    context.parallel_blocks(context.requests(), [&](int request, int chunk) {
+      std::int64_t* mass = context.scratch_mass(chunk);
+      std::int32_t* candidates = context.scratch_order(chunk);
+      std::fill(mass, mass + e_count, 0);
+      expert_set base;  // S0_r
+      const int begin = context.request_begin(request), end = context.request_end(request);
+      for (int token = begin; token < end; ++token) {
+        if (!context.is_valid(token)) continue;
+        const auto top = context.top_experts(token);
+        for (int j = 0; j < stage.k0; ++j) base.insert(top[static_cast<std::size_t>(j)]);
+        if (stage.gate == column_mass::sparse) {
+          const auto gates = context.top_gates(token);
+          for (int j = 0; j < context.top_k(); ++j) {
+            mass[top[static_cast<std::size_t>(j)]] += to_fixed_mass(gates[static_cast<std::size_t>(j)]);
+          }
+        } else {
+          context.score_full_row(token, chunk);
+          const float* p = context.scratch_p(chunk);
+          for (int e = 0; e < e_count; ++e) mass[e] += to_fixed_mass(p[e]);
+        }
+      }
+      int count = 0;
+      for (int e = 0; e < e_count; ++e) {
+        if (mass[e] > 0 && !base.contains(e)) candidates[count++] = e;
+      }
+      const int take = std::min(count, stage.m_r);
+      std::partial_sort(candidates, candidates + take, candidates + count,
+                        [&](std::int32_t a, std::int32_t b) {
+                          return mass[a] != mass[b] ? mass[a] > mass[b] : a < b;
+                        });
+      for (int i = 0; i < take; ++i) chunk_selected[static_cast<std::size_t>(chunk)].insert(candidates[i]);
+    });
+    for (int b = 0; b < context.chunk_count(); ++b) context.selected |= chunk_selected[static_cast<std::size_t>(b)];
+  }
+};
+
+template <>
+struct stage_executor<cpu_backend, ep_fill> {
+  template <class Context>
+  static void apply(const ep_fill& stage, Context& context) {
+    const int devices = context.devices();
+    auto& ws = context.storage();
+    std::int32_t* load = ws.device_scratch.data();
+    std::int32_t* cursor = ws.device_cursor.data();
+    std::fill(load, load + devices, 0);
+    std::fill(cursor, cursor + devices, 0);
+    context.selected.for_each([&](int e) { ++load[context.device_of(e)]; });
+    std::int32_t* order = ws.order.data();
+    const int available = cpu::detail::rank_unselected_by_mass(context.mass(stage.gate), context.selected, order);
+    for (bool added = true; added;) {
+      added = false;
+      for (int device = 0; device < devices; ++device) {
+        if (load[device] >= stage.m_g) continue;
+        int& i = cursor[device];
+        while (i < available && context.device_of(order[i]) != device) ++i;
+        if (i == available) continue;
+        context.selected.insert(order[i++]);
+        ++load[device];
+        added = true;
+      }
+    }
+  }
+};
+
+template <>
+struct stage_executor<cpu_backend, vote_drop> {
+  template <class Context>
+  static void apply(const vote_drop& stage, Context& context) {
+    const auto votes = context.votes();
+    const auto mass = context.mass(stage.gate);
+    std::int32_t* order = context.storage().order.data();
+    int count = 0;
+    context.selected.for_each([&](int e) {
+      if (!context.guaranteed.contains(e)) order[count++] = e;
+    });
+    std::sort(order, order + count, [&](std::int32_t a, std::int32_t b) {
+      if (votes[static_cast<std::size_t>(a)] != votes[static_cast<std::size_t>(b)]) {
+        return votes[static_cast<std::size_t>(a)] < votes[static_cast<std::size_t>(b)];
+      }
+      if (mass[static_cast<std::size_t>(a)] != mass[static_cast<std::size_t>(b)]) {
+        return mass[static_cast<std::size_t>(a)] < mass[static_cast<std::size_t>(b)];
+      }
+      return a > b;
+    });
+    int size = context.selected.size();
+    for (int i = 0; i < std::min(stage.d, count) && size > 1; ++i, --size) {
+      context.selected.erase(order[i]);
+    }
+  }
+};
+
+template <>
+struct stage_executor<cpu_backend, confidence_keep> {
+  template <class Context>
+  static bool important(const confidence_keep& stage, const Context& context, int token) {
+    const row_stats& stats = context.stats(token);
+    const float confidence = stats.max_candidate_p / stats.candidate_total;
+    return confidence >= stage.min_confidence;
+  }
+
+  template <class Context>
+  static void apply(const confidence_keep& stage, Context& context) {
+    bool any_important = false;
+    for (int token = 0; token < context.tokens() && !any_important; ++token) {
+      any_important = context.is_valid(token) && important(stage, context, token);
+    }
+    auto& ws = context.storage();
+    std::int32_t* votes = ws.device_scratch.data();  // E <= max_experts entries
+    std::fill(votes, votes + context.experts(), 0);
+    expert_set kept;
+    for (int token = 0; token < context.tokens(); ++token) {
+      if (!context.is_valid(token) || (any_important && !important(stage, context, token))) continue;
+      const auto top = context.top_experts(token);
+      kept.insert(top[0]);
+      for (const std::int32_t e : top) ++votes[e];
+    }
+    const auto mass = context.mass(stage.gate);
+    std::int32_t* order = ws.order.data();
+    int count = 0;
+    for (int e = 0; e < context.experts(); ++e) {
+      if (votes[e] > 0 && !kept.contains(e)) order[count++] = e;
+    }
+    std::sort(order, order + count, [&](std::int32_t a, std::int32_t b) {
+      if (votes[a] != votes[b]) return votes[a] > votes[b];
+      if (mass[static_cast<std::size_t>(a)] != mass[static_cast<std::size_t>(b)]) {
+        return mass[static_cast<std::size_t>(a)] > mass[static_cast<std::size_t>(b)];
+      }
+      return a < b;
+    });
+    int size = kept.size();
+    for (int i = 0; i < count && size < stage.budget; ++i, ++size) kept.insert(order[i]);
+    context.selected = kept;
+  }
+};
+
+/// Any other set stage runs its own `apply(context)`: the extension point for stages
+/// written outside the library (see examples/custom_stage.cpp).
+template <set_stage Stage>
+struct stage_executor<cpu_backend, Stage> {
+  template <class Context>
+  static void apply(const Stage& stage, Context& context) {
+    static_assert(requires { stage.apply(context); },
+                  "A set stage that is not built in must have a member function "
+                  "`void apply(auto& context) const` for the CPU backend to run it.");
+    stage.apply(context);
+  }
+};
+
+}  // namespace moe_routing

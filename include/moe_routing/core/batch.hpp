@@ -1,0 +1,150 @@
+#pragma once
+/// \file
+/// One routing call's inputs (SPEC section 1): the score view plus the optional
+/// scoring bias, group limit, token mask, request segments, placement and phase.
+/// Every member is a value or a non-owning pointer, so a batch can be a kernel argument.
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "moe_routing/core/config.hpp"
+#include "moe_routing/core/score_view.hpp"
+#include "moe_routing/core/status.hpp"
+
+namespace moe_routing {
+
+/// How router output becomes weight probabilities p and selection scores s.
+enum class scoring : std::uint8_t {
+  softmax,        ///< p = softmax over all E; ranked by the logits (same order as p)
+  sigmoid,        ///< p = sigmoid(x); s = p + bias
+  sqrtsoftplus,   ///< p = sqrt(softplus(x)); s = p + bias
+  probabilities,  ///< p = s = input
+};
+
+/// Score of an expert group in group-limited routing.
+enum class group_score : std::uint8_t {
+  top2_sum,  ///< sum of the group's two largest s (DeepSeek-V3)
+  max,       ///< the group's largest s (DeepSeek-V2)
+};
+
+enum class phase : std::uint8_t { decode, prefill };
+
+/// DeepSeek-style `n_group` / `topk_group`; `n_group == 0` disables it.
+struct group_limit {
+  int n_group = 0;
+  int topk_group = 0;
+  group_score score = group_score::top2_sum;
+
+  MOE_ROUTING_HOST_DEVICE constexpr bool enabled() const noexcept { return n_group > 0; }
+};
+
+template <score_element Element>
+struct routing_batch {
+  score_view<Element> scores;
+  scoring mode = scoring::softmax;
+  const float* bias = nullptr;                 ///< [E] e_score_correction_bias, optional
+  group_limit groups = {};
+  const std::uint8_t* token_mask = nullptr;    ///< [n], nonzero = valid; null = all valid
+  const std::int32_t* segments = nullptr;      ///< [request_count + 1] offsets; null = one request per token
+  int request_count = 0;
+  const std::int32_t* placement = nullptr;     ///< [E] device of each expert; optional
+  int device_count = 0;
+  phase step = phase::decode;
+
+  MOE_ROUTING_HOST_DEVICE constexpr int tokens() const noexcept { return scores.rows; }
+  MOE_ROUTING_HOST_DEVICE constexpr int experts() const noexcept { return scores.cols; }
+  MOE_ROUTING_HOST_DEVICE constexpr bool is_valid(int token) const noexcept {
+    return token_mask == nullptr || token_mask[token] != 0;
+  }
+  MOE_ROUTING_HOST_DEVICE constexpr int requests() const noexcept {
+    return segments == nullptr ? scores.rows : request_count;
+  }
+  MOE_ROUTING_HOST_DEVICE constexpr int request_begin(int request) const noexcept {
+    return segments == nullptr ? request : segments[request];
+  }
+  MOE_ROUTING_HOST_DEVICE constexpr int request_end(int request) const noexcept {
+    return segments == nullptr ? request + 1 : segments[request + 1];
+  }
+};
+
+static_assert(std::is_trivially_copyable_v<routing_batch<float>>);
+
+/// Checks everything about a batch that does not depend on the policy. O(E + R).
+template <score_element Element>
+constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
+  const int n = batch.tokens();
+  const int experts = batch.experts();
+  if (n < 0 || n > max_tokens) {
+    return fail(errc::shape_mismatch, "batch.n", n, "must be in [0, max_tokens]", "max_tokens",
+                max_tokens);
+  }
+  if (experts < 2 || experts > max_experts) {
+    return fail(errc::shape_mismatch, "batch.E", experts, "must be in [2, max_experts]",
+                "max_experts", max_experts);
+  }
+  if (batch.scores.row_stride < experts) {
+    return fail(errc::shape_mismatch, "batch.row_stride",
+                static_cast<double>(batch.scores.row_stride), "must be at least", "batch.E",
+                experts);
+  }
+  if (n > 0 && batch.scores.data == nullptr) {
+    return fail(errc::null_pointer, "batch.scores.data", 0, "must not be null when", "batch.n",
+                n);
+  }
+  if (batch.bias != nullptr && batch.mode != scoring::sigmoid &&
+      batch.mode != scoring::sqrtsoftplus) {
+    return fail(errc::invalid_parameter, "batch.bias", 1,
+                "applies only to sigmoid and sqrtsoftplus scoring; scoring mode is",
+                "batch.mode", static_cast<int>(batch.mode));
+  }
+  if (batch.groups.enabled()) {
+    const auto& g = batch.groups;
+    if (g.n_group > experts || experts % g.n_group != 0) {
+      return fail(errc::invalid_parameter, "groups.n_group", g.n_group,
+                  "must divide the expert count", "batch.E", experts);
+    }
+    if (g.topk_group < 1 || g.topk_group > g.n_group) {
+      return fail(errc::invalid_parameter, "groups.topk_group", g.topk_group,
+                  "must be in [1, groups.n_group]", "groups.n_group", g.n_group);
+    }
+  } else if (batch.groups.n_group < 0) {
+    return fail(errc::invalid_parameter, "groups.n_group", batch.groups.n_group,
+                "must be 0 (off) or positive");
+  }
+  if (batch.segments != nullptr) {
+    if (batch.request_count < 0) {
+      return fail(errc::invalid_input, "batch.request_count", batch.request_count,
+                  "must not be negative");
+    }
+    if (batch.segments[0] != 0) {
+      return fail(errc::invalid_input, "segments[0]", batch.segments[0], "must be 0");
+    }
+    for (int r = 0; r < batch.request_count; ++r) {
+      if (batch.segments[r + 1] < batch.segments[r]) {
+        return fail(errc::invalid_input, "segments[r+1]", batch.segments[r + 1],
+                    "must not be below the previous offset", "segments[r]",
+                    batch.segments[r]);
+      }
+    }
+    if (batch.segments[batch.request_count] != n) {
+      return fail(errc::invalid_input, "segments[R]", batch.segments[batch.request_count],
+                  "must equal", "batch.n", n);
+    }
+  }
+  if (batch.placement != nullptr) {
+    if (batch.device_count < 1) {
+      return fail(errc::invalid_input, "batch.device_count", batch.device_count,
+                  "must be at least 1 when a placement is given");
+    }
+    for (int e = 0; e < experts; ++e) {
+      if (batch.placement[e] < 0 || batch.placement[e] >= batch.device_count) {
+        return fail(errc::invalid_input, "placement[e]", batch.placement[e],
+                    "must be in [0, device_count)", "batch.device_count", batch.device_count);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace moe_routing

@@ -1,0 +1,23 @@
+#pragma once
+/// \file
+/// Library-wide limits and the host/device annotation shared by every backend.
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MOE_ROUTING_HOST_DEVICE __host__ __device__
+#else
+#define MOE_ROUTING_HOST_DEVICE
+#endif
+
+namespace moe_routing {
+
+/// Largest expert count a routing call supports (SPEC section 1). Expert sets are
+/// fixed-size bitsets of this many bits so that they fit in registers and shared memory.
+inline constexpr int max_experts = 1024;
+/// Largest model top-k a routing call supports.
+inline constexpr int max_top_k = 32;
+/// Largest batch (tokens in one routing call).
+inline constexpr int max_tokens = 16384;
+
+}  // namespace moe_routing

@@ -1,0 +1,45 @@
+#pragma once
+/// \file
+/// The total order of SPEC section 2 as one unsigned integer per (score, expert):
+/// a larger key ranks first. Scores descending, ties to the lower expert index, NaN
+/// below every number, +inf above. One integer comparison per step keeps top-k
+/// selection branch-light, and every backend that builds the same keys ranks alike.
+
+#include <bit>
+#include <cstdint>
+
+#include "moe_routing/core/config.hpp"
+
+namespace moe_routing {
+
+using rank_key = std::uint64_t;
+
+/// Monotone map of a float to 32 bits; NaN maps to 0, below -inf; -0 equals +0.
+MOE_ROUTING_HOST_DEVICE constexpr std::uint32_t score_order(float score) noexcept {
+  if (score != score) return 0;  // NaN
+  if (score == 0.0f) score = 0.0f;  // fold -0 onto +0 so the tie goes to the index
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(score);
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+MOE_ROUTING_HOST_DEVICE constexpr rank_key make_rank_key(float score, int expert) noexcept {
+  return (static_cast<rank_key>(score_order(score)) << 32) |
+         (0xffffffffu - static_cast<std::uint32_t>(expert));
+}
+
+MOE_ROUTING_HOST_DEVICE constexpr int expert_of(rank_key key) noexcept {
+  return static_cast<int>(0xffffffffu - static_cast<std::uint32_t>(key & 0xffffffffu));
+}
+
+/// The key of a non-candidate (group-limited routing): treated as a score of -inf.
+MOE_ROUTING_HOST_DEVICE constexpr rank_key excluded_rank_key(int expert) noexcept {
+  return make_rank_key(-__builtin_huge_valf(), expert);
+}
+
+static_assert(score_order(1.0f) > score_order(0.5f));
+static_assert(score_order(-0.0f) == score_order(0.0f));
+static_assert(score_order(-__builtin_huge_valf()) > score_order(__builtin_nanf("")));
+static_assert(make_rank_key(1.0f, 3) > make_rank_key(1.0f, 4));
+static_assert(expert_of(make_rank_key(2.0f, 1023)) == 1023);
+
+}  // namespace moe_routing

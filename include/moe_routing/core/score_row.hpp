@@ -1,0 +1,167 @@
+#pragma once
+/// \file
+/// Scoring of one router row (SPEC section 1): weight probabilities p, rank keys from
+/// the selection scores s, the group limit, and the row statistics that later steps
+/// need to recompute any p exactly. Shared by every backend so that they agree bit for
+/// bit on the same math library.
+
+#include <cmath>
+#include <limits>
+
+#include "moe_routing/core/batch.hpp"
+#include "moe_routing/core/config.hpp"
+#include "moe_routing/core/half.hpp"
+#include "moe_routing/core/rank_key.hpp"
+
+namespace moe_routing {
+
+struct row_stats {
+  float max_logit = 0;        ///< softmax: largest non-NaN logit
+  float denominator = 1;      ///< softmax: sum of exp(x - max_logit) (see probability_of)
+  float candidate_total = 0;  ///< sum of p over the row's candidate experts
+  float max_candidate_p = 0;  ///< largest p among candidates (NaN-free)
+};
+
+/// p of one expert from its input value. Softmax conventions for non-finite rows,
+/// chosen so that no row ever produces NaN p: NaN logits get p = 0; when some logit
+/// is +inf, the +inf logits share p = 1 equally; when no logit is finite or +inf,
+/// p = 1/E for every expert.
+MOE_ROUTING_HOST_DEVICE inline float probability_of(scoring mode, float x,
+                                                    const row_stats& stats) noexcept {
+  switch (mode) {
+    case scoring::softmax: {
+      const float m = stats.max_logit;
+      if (m == std::numeric_limits<float>::infinity()) {
+        return x == m ? 1.0f / stats.denominator : 0.0f;
+      }
+      if (m == -std::numeric_limits<float>::infinity()) return 1.0f / stats.denominator;
+      if (x != x) return 0.0f;
+      return std::exp(x - m) / stats.denominator;
+    }
+    case scoring::sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case scoring::sqrtsoftplus: return std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x)));
+    case scoring::probabilities: return x;
+  }
+  return x;
+}
+
+/// The selection score s of an expert given its input x and p.
+MOE_ROUTING_HOST_DEVICE inline float selection_score(scoring mode, float x, float p,
+                                                     const float* bias, int expert) noexcept {
+  if (mode == scoring::softmax) return x;  // same order as p, without exp's rounding
+  if (bias != nullptr && (mode == scoring::sigmoid || mode == scoring::sqrtsoftplus)) {
+    return p + bias[expert];
+  }
+  return p;
+}
+
+namespace detail {
+
+/// Score of one expert group from the s values of its members.
+MOE_ROUTING_HOST_DEVICE inline float score_group(const float* s, int begin, int end,
+                                                 group_score kind) noexcept {
+  rank_key best = 0, second = 0;
+  for (int e = begin; e < end; ++e) {
+    const rank_key key = make_rank_key(s[e], e);
+    if (key > best) {
+      second = best;
+      best = key;
+    } else if (key > second) {
+      second = key;
+    }
+  }
+  const float first_score = s[expert_of(best)];
+  if (kind == group_score::max || end - begin == 1) return first_score;
+  return first_score + s[expert_of(second)];
+}
+
+}  // namespace detail
+
+/// Scores one row: writes p[e] and keys[e] for every expert and returns the row
+/// statistics. With a group limit, non-candidate experts get `excluded_rank_key`.
+/// `scratch` needs room for E floats (the s values) when a group limit is enabled.
+template <score_element Element>
+MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, scoring mode,
+                                            const float* bias, const group_limit& groups,
+                                            float* p, rank_key* keys, float* scratch) noexcept {
+  row_stats stats;
+  if (mode == scoring::softmax) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int e = 0; e < experts; ++e) {
+      const float x = to_float(row[e]);
+      if (x > m) m = x;
+    }
+    float denominator = 0;
+    if (m == std::numeric_limits<float>::infinity()) {
+      for (int e = 0; e < experts; ++e) denominator += to_float(row[e]) == m ? 1.0f : 0.0f;
+    } else if (m == -std::numeric_limits<float>::infinity()) {
+      denominator = static_cast<float>(experts);
+    } else {
+      for (int e = 0; e < experts; ++e) {
+        const float x = to_float(row[e]);
+        if (x == x) denominator += std::exp(x - m);
+      }
+    }
+    stats.max_logit = m;
+    stats.denominator = denominator;
+  }
+  for (int e = 0; e < experts; ++e) {
+    const float x = to_float(row[e]);
+    p[e] = probability_of(mode, x, stats);
+    const float s = selection_score(mode, x, p[e], bias, e);
+    keys[e] = make_rank_key(s, e);
+    if (groups.enabled()) scratch[e] = mode == scoring::softmax ? p[e] : s;
+  }
+  bool group_kept[max_experts];
+  const int group_size = groups.enabled() ? experts / groups.n_group : experts;
+  if (groups.enabled()) {
+    // A group is kept when fewer than topk_group groups rank above it.
+    rank_key group_keys[max_experts];
+    for (int g = 0; g < groups.n_group; ++g) {
+      group_keys[g] = make_rank_key(
+          detail::score_group(scratch, g * group_size, (g + 1) * group_size, groups.score), g);
+    }
+    for (int g = 0; g < groups.n_group; ++g) {
+      int above = 0;
+      for (int h = 0; h < groups.n_group && above < groups.topk_group; ++h) {
+        above += group_keys[h] > group_keys[g] ? 1 : 0;
+      }
+      group_kept[g] = above < groups.topk_group;
+      if (!group_kept[g]) {
+        for (int e = g * group_size; e < (g + 1) * group_size; ++e) keys[e] = excluded_rank_key(e);
+      }
+    }
+  }
+  // Candidate totals skip NaN and negative p (possible only for probabilities input).
+  float total = 0, max_p = 0;
+  for (int e = 0; e < experts; ++e) {
+    if (groups.enabled() && !group_kept[e / group_size]) continue;
+    const float value = p[e];
+    if (value > 0) {
+      total += value;
+      if (value > max_p) max_p = value;
+    }
+  }
+  stats.candidate_total = total;
+  stats.max_candidate_p = max_p;
+  return stats;
+}
+
+/// Writes the `count` best experts of a scored row to `ids` in rank order (and their
+/// keys to `top_keys`). Insertion into a sorted prefix: O(E + inserts * count).
+MOE_ROUTING_HOST_DEVICE inline void select_top(const rank_key* keys, int experts, int count,
+                                               rank_key* top_keys) noexcept {
+  int filled = 0;
+  for (int e = 0; e < experts; ++e) {
+    const rank_key key = keys[e];
+    if (filled == count && key <= top_keys[count - 1]) continue;
+    int position = filled < count ? filled++ : count - 1;
+    while (position > 0 && top_keys[position - 1] < key) {
+      top_keys[position] = top_keys[position - 1];
+      --position;
+    }
+    top_keys[position] = key;
+  }
+}
+
+}  // namespace moe_routing

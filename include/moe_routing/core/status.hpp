@@ -1,0 +1,55 @@
+#pragma once
+/// \file
+/// The status every low-level entry point returns instead of throwing. It carries
+/// static strings and numbers only, so it is trivially copyable, allocation-free and
+/// usable from device code; `error.hpp` turns it into a message or an exception.
+
+#include <cstdint>
+#include <type_traits>
+
+#include "moe_routing/core/config.hpp"
+
+namespace moe_routing {
+
+enum class errc : std::uint8_t {
+  ok = 0,
+  invalid_parameter,    ///< a policy parameter is out of range or inconsistent
+  shape_mismatch,       ///< batch, plan or workspace shapes disagree
+  null_pointer,         ///< a required pointer is null
+  workspace_too_small,  ///< the workspace was sized for a smaller problem
+  invalid_input,        ///< optional inputs (segments, placement) hold bad values
+  syntax_error,         ///< a policy text could not be parsed
+};
+
+/// Outcome of a call. On failure it names the offending parameter and its value, and
+/// what it had to satisfy, e.g. `prune.k0 = 9: must be at most refine.k = 8`.
+struct [[nodiscard]] status {
+  errc code = errc::ok;
+  const char* parameter = nullptr;    ///< e.g. "prune.k0", "batch.n"
+  double value = 0;                   ///< the offending value
+  const char* requirement = nullptr;  ///< e.g. "must be at most"
+  const char* bound_name = nullptr;   ///< what the value was compared with, if anything
+  double bound = 0;                   ///< that bound's value
+
+  MOE_ROUTING_HOST_DEVICE constexpr bool ok() const noexcept { return code == errc::ok; }
+};
+
+static_assert(std::is_trivially_copyable_v<status>);
+
+/// A failed status about `parameter = value`.
+MOE_ROUTING_HOST_DEVICE constexpr status fail(errc code, const char* parameter, double value,
+                                              const char* requirement,
+                                              const char* bound_name = nullptr,
+                                              double bound = 0) noexcept {
+  return status{code, parameter, value, requirement, bound_name, bound};
+}
+
+}  // namespace moe_routing
+
+/// Return from the enclosing function when a status-returning expression fails.
+#define MOE_ROUTING_TRY(expression)                          \
+  do {                                                       \
+    if (const ::moe_routing::status moe_routing_status_ = (expression); \
+        !moe_routing_status_.ok())                           \
+      return moe_routing_status_;                            \
+  } while (false)

@@ -1,0 +1,196 @@
+#pragma once
+/// \file
+/// A minimal NumPy `.npy` reader and writer (format versions 1-3, little-endian,
+/// C order): router traces and plans travel as the files `numpy.save` writes.
+/// Errors throw `npy_error` with the file name and what is wrong with it.
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moe_routing::npy {
+
+enum class dtype : std::uint8_t { float32, float16, int32, int64, boolean, uint8 };
+
+inline const char* descr(dtype type) noexcept {
+  switch (type) {
+    case dtype::float32: return "<f4";
+    case dtype::float16: return "<f2";
+    case dtype::int32: return "<i4";
+    case dtype::int64: return "<i8";
+    case dtype::boolean: return "|b1";
+    case dtype::uint8: return "|u1";
+  }
+  return "?";
+}
+
+inline std::size_t item_size(dtype type) noexcept {
+  switch (type) {
+    case dtype::float32: case dtype::int32: return 4;
+    case dtype::float16: return 2;
+    case dtype::int64: return 8;
+    case dtype::boolean: case dtype::uint8: return 1;
+  }
+  return 1;
+}
+
+class npy_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One array as read: element type, shape, and the raw little-endian bytes.
+struct array {
+  dtype type = dtype::float32;
+  std::vector<std::size_t> shape;
+  std::vector<unsigned char> bytes;
+
+  std::size_t size() const noexcept {
+    std::size_t total = 1;
+    for (const auto extent : shape) total *= extent;
+    return total;
+  }
+  template <class T>
+  const T* data() const noexcept { return reinterpret_cast<const T*>(bytes.data()); }
+  template <class T>
+  T* data() noexcept { return reinterpret_cast<T*>(bytes.data()); }
+};
+
+namespace detail {
+
+inline std::string_view dict_value(std::string_view header, std::string_view key,
+                                   const std::string& origin) {
+  const std::size_t at = header.find("'" + std::string(key) + "'");
+  if (at == std::string_view::npos) {
+    throw npy_error(origin + ": header has no '" + std::string(key) + "' entry");
+  }
+  std::size_t begin = header.find(':', at);
+  if (begin == std::string_view::npos) throw npy_error(origin + ": malformed header");
+  ++begin;
+  while (begin < header.size() && header[begin] == ' ') ++begin;
+  std::size_t end = begin;
+  if (end < header.size() && header[end] == '(') {
+    end = header.find(')', begin);
+    if (end == std::string_view::npos) throw npy_error(origin + ": malformed shape in header");
+    return header.substr(begin, end - begin + 1);
+  }
+  if (end < header.size() && header[end] == '\'') {
+    end = header.find('\'', begin + 1);
+    if (end == std::string_view::npos) throw npy_error(origin + ": malformed string in header");
+    return header.substr(begin + 1, end - begin - 1);
+  }
+  while (end < header.size() && header[end] != ',' && header[end] != '}') ++end;
+  return header.substr(begin, end - begin);
+}
+
+}  // namespace detail
+
+/// Parses a whole `.npy` file held in memory. `origin` names it in error messages.
+inline array parse(const unsigned char* bytes, std::size_t length, const std::string& origin) {
+  static constexpr unsigned char magic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (length < 10 || std::memcmp(bytes, magic, sizeof magic) != 0) {
+    throw npy_error(origin + ": not a .npy file (bad magic string)");
+  }
+  const int major = bytes[6];
+  std::size_t header_length = 0, header_start = 0;
+  if (major == 1) {
+    header_length = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8);
+    header_start = 10;
+  } else if (major == 2 || major == 3) {
+    if (length < 12) throw npy_error(origin + ": truncated header");
+    header_length = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8) |
+                    (static_cast<std::size_t>(bytes[10]) << 16) | (static_cast<std::size_t>(bytes[11]) << 24);
+    header_start = 12;
+  } else {
+    throw npy_error(origin + ": unsupported .npy format version " + std::to_string(major));
+  }
+  if (header_start + header_length > length) throw npy_error(origin + ": truncated header");
+  const std::string_view header(reinterpret_cast<const char*>(bytes + header_start), header_length);
+
+  array result;
+  const std::string_view type = detail::dict_value(header, "descr", origin);
+  bool known = false;
+  for (dtype candidate : {dtype::float32, dtype::float16, dtype::int32, dtype::int64, dtype::boolean, dtype::uint8}) {
+    if (type == descr(candidate)) {
+      result.type = candidate;
+      known = true;
+    }
+  }
+  if (!known) {
+    throw npy_error(origin + ": unsupported dtype '" + std::string(type) +
+                    "' (expected little-endian <f4, <f2, <i4, <i8, |b1 or |u1)");
+  }
+  const std::string_view fortran = detail::dict_value(header, "fortran_order", origin);
+  if (fortran.find("True") != std::string_view::npos) {
+    throw npy_error(origin + ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
+  }
+  const std::string_view shape = detail::dict_value(header, "shape", origin);
+  std::size_t position = 1;
+  while (position < shape.size()) {
+    while (position < shape.size() && (shape[position] == ' ' || shape[position] == ',')) ++position;
+    if (position >= shape.size() || shape[position] == ')') break;
+    std::size_t extent = 0;
+    bool digits = false;
+    while (position < shape.size() && shape[position] >= '0' && shape[position] <= '9') {
+      extent = extent * 10 + static_cast<std::size_t>(shape[position++] - '0');
+      digits = true;
+      if (extent > (std::size_t{1} << 40)) throw npy_error(origin + ": shape extent too large");
+    }
+    if (!digits) throw npy_error(origin + ": malformed shape '" + std::string(shape) + "'");
+    result.shape.push_back(extent);
+  }
+  const std::size_t payload = result.size() * item_size(result.type);
+  const std::size_t data_start = header_start + header_length;
+  if (length - data_start < payload) {
+    throw npy_error(origin + ": truncated data: shape needs " + std::to_string(payload) +
+                    " bytes, file holds " + std::to_string(length - data_start));
+  }
+  result.bytes.assign(bytes + data_start, bytes + data_start + payload);
+  return result;
+}
+
+inline array read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw npy_error(path + ": cannot open file");
+  const std::vector<unsigned char> content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse(content.data(), content.size(), path);
+}
+
+/// The bytes of a version-1 `.npy` file (header padded to 64 bytes, as numpy does).
+inline std::vector<unsigned char> serialize(dtype type, const std::vector<std::size_t>& shape,
+                                            const void* data) {
+  std::string header = std::string("{'descr': '") + descr(type) + "', 'fortran_order': False, 'shape': (";
+  std::size_t count = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    header += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+    if (i + 1 < shape.size()) header += ' ';
+    count *= shape[i];
+  }
+  header += "), }";
+  const std::size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+  std::vector<unsigned char> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                    static_cast<unsigned char>(header.size() & 0xff),
+                                    static_cast<unsigned char>(header.size() >> 8)};
+  out.insert(out.end(), header.begin(), header.end());
+  const auto* raw = static_cast<const unsigned char*>(data);
+  out.insert(out.end(), raw, raw + count * item_size(type));
+  return out;
+}
+
+inline void write(const std::string& path, dtype type, const std::vector<std::size_t>& shape,
+                  const void* data) {
+  const std::vector<unsigned char> bytes = serialize(type, shape, data);
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw npy_error(path + ": cannot create file");
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw npy_error(path + ": write failed");
+}
+
+}  // namespace moe_routing::npy

@@ -1,0 +1,102 @@
+#pragma once
+/// \file
+/// The routing plan (SPEC section 4): int32 ids and float32 weights `[n, k]` row-major,
+/// as vLLM's and SGLang's fused MoE kernels take them, per-row counts, and the batch
+/// summary. `plan_view` is non-owning (the engine's buffers); `routing_plan` owns its
+/// storage for tools and tests.
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "moe_routing/core/expert_set.hpp"
+
+namespace moe_routing {
+
+enum class padding_kind : std::uint8_t {
+  sentinel,  ///< unused slots hold `sentinel_value` (-1 for SGLang, E for vLLM's align step)
+  repeat,    ///< unused slots repeat the row's first expert with weight 0
+};
+
+struct padding {
+  padding_kind kind = padding_kind::sentinel;
+  std::int32_t sentinel_value = -1;
+};
+
+/// Batch-level results: what the executor loads and how the devices are balanced.
+struct plan_summary {
+  expert_set active;       ///< union of every A_i: the experts actually loaded
+  expert_set selected;     ///< S, the selected set (a superset of active)
+  int active_count = 0;    ///< |active|
+  int selected_count = 0;  ///< |S|
+  int max_device_load = 0; ///< largest active expert count on one device (0 without placement)
+};
+
+/// Caller-owned output buffers. Required: ids, weights, counts, summary. Optional
+/// (null to skip): expert_tokens [E], device_loads [G], guaranteed [n].
+struct plan_view {
+  std::int32_t* ids = nullptr;        ///< [n, k]
+  float* weights = nullptr;           ///< [n, k]
+  std::int32_t* counts = nullptr;     ///< [n], |A_i|
+  plan_summary* summary = nullptr;
+  int tokens = 0;                     ///< n
+  int top_k = 0;                      ///< k: the row width, the model's top-k
+  padding pad = {};
+  std::int32_t* expert_tokens = nullptr;  ///< [E] tokens assigned to each expert
+  std::int32_t* device_loads = nullptr;   ///< [G] active experts on each device
+  std::int32_t* guaranteed = nullptr;     ///< [n] leading experts of the row that were guaranteed
+};
+
+static_assert(std::is_trivially_copyable_v<plan_view>);
+
+/// A plan that owns its buffers. Sized once; reuse it across calls of the same shape.
+class routing_plan {
+ public:
+  routing_plan() = default;
+  routing_plan(int tokens, int top_k, int experts, int devices = 0, padding pad = {})
+      : tokens_(tokens), top_k_(top_k), pad_(pad),
+        ids_(static_cast<std::size_t>(tokens) * top_k),
+        weights_(static_cast<std::size_t>(tokens) * top_k),
+        counts_(static_cast<std::size_t>(tokens)),
+        expert_tokens_(static_cast<std::size_t>(experts)),
+        device_loads_(static_cast<std::size_t>(devices)),
+        guaranteed_(static_cast<std::size_t>(tokens)) {}
+
+  plan_view view() {
+    return plan_view{ids_.data(), weights_.data(), counts_.data(), &summary_, tokens_, top_k_,
+                     pad_, expert_tokens_.data(), device_loads_.empty() ? nullptr : device_loads_.data(),
+                     guaranteed_.data()};
+  }
+
+  int tokens() const noexcept { return tokens_; }
+  int top_k() const noexcept { return top_k_; }
+  std::int32_t id(int token, int slot) const { return ids_[index(token, slot)]; }
+  float weight(int token, int slot) const { return weights_[index(token, slot)]; }
+  int count(int token) const { return counts_[static_cast<std::size_t>(token)]; }
+  int guaranteed(int token) const { return guaranteed_[static_cast<std::size_t>(token)]; }
+  const std::vector<std::int32_t>& ids() const noexcept { return ids_; }
+  const std::vector<float>& weights() const noexcept { return weights_; }
+  const std::vector<std::int32_t>& counts() const noexcept { return counts_; }
+  const std::vector<std::int32_t>& expert_tokens() const noexcept { return expert_tokens_; }
+  const std::vector<std::int32_t>& device_loads() const noexcept { return device_loads_; }
+  const plan_summary& summary() const noexcept { return summary_; }
+
+ private:
+  std::size_t index(int token, int slot) const {
+    return static_cast<std::size_t>(token) * static_cast<std::size_t>(top_k_) +
+           static_cast<std::size_t>(slot);
+  }
+
+  int tokens_ = 0;
+  int top_k_ = 0;
+  padding pad_ = {};
+  std::vector<std::int32_t> ids_;
+  std::vector<float> weights_;
+  std::vector<std::int32_t> counts_;
+  std::vector<std::int32_t> expert_tokens_;
+  std::vector<std::int32_t> device_loads_;
+  std::vector<std::int32_t> guaranteed_;
+  plan_summary summary_;
+};
+
+}  // namespace moe_routing

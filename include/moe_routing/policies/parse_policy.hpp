@@ -1,0 +1,390 @@
+#pragma once
+/// \file
+/// Text form of a policy for tools and sweeps: stages joined by `|`, such as
+/// `prune(k0=4) | refine(k=8)`, or one preset call such as `oea(k0=4,k=8)`.
+/// `parse_policy` never throws; `parse_policy_or_throw` formats a syntax error with
+/// the text and a caret under the column where something else was expected.
+
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <string_view>
+
+#include "moe_routing/core/error.hpp"
+#include "moe_routing/policies/policy_checks.hpp"
+#include "moe_routing/policies/presets.hpp"
+#include "moe_routing/policies/runtime_policy.hpp"
+
+namespace moe_routing {
+
+struct parse_result {
+  runtime_policy policy{};
+  status outcome{};  ///< syntax_error (value = 1-based column) or a validate_policy status
+  int column = 0;    ///< where the problem is, for syntax errors
+};
+
+namespace detail {
+
+/// One `name=value` argument as written.
+struct policy_argument {
+  std::string_view name;
+  std::string_view text;
+  double number = 0;
+  bool is_number = false;
+  int column = 0;
+  bool used = false;
+};
+
+class policy_parser {
+ public:
+  explicit policy_parser(std::string_view text) : text_(text) {}
+
+  parse_result run() {
+    parse_result result;
+    skip_space();
+    const std::size_t first_call = position_;
+    if (!read_call()) return error_result();
+    skip_space();
+    if (position_ == text_.size() && is_preset(name_)) {
+      if (!build_preset(result.policy)) return error_result();
+    } else {
+      position_ = first_call;
+      if (!read_pipeline(result.policy)) return error_result();
+    }
+    result.outcome = validate_policy(result.policy);
+    return result;
+  }
+
+ private:
+  static constexpr int max_arguments = 12;
+
+  static bool is_preset(std::string_view name) {
+    for (std::string_view preset : {"topk", "vanilla", "oea", "pruned", "xshare", "xshare_spec",
+                                    "xshare_ep", "lynx_lat", "lynx_acc", "skip"}) {
+      if (name == preset) return true;
+    }
+    return false;
+  }
+
+  parse_result error_result() const {
+    parse_result result;
+    result.column = error_column_;
+    result.outcome = fail(errc::syntax_error, missing_ != nullptr ? missing_ : "policy text column",
+                          missing_ != nullptr ? std::nan("") : error_column_, expected_);
+    return result;
+  }
+
+  bool expect(const char* what, std::size_t at) {
+    if (expected_ == nullptr) {
+      expected_ = what;
+      error_column_ = static_cast<int>(at) + 1;
+    }
+    return false;
+  }
+
+  void skip_space() {
+    while (position_ < text_.size() && (text_[position_] == ' ' || text_[position_] == '\t' ||
+                                         text_[position_] == '\n' || text_[position_] == '\r')) {
+      ++position_;
+    }
+  }
+
+  static bool identifier_char(char c, bool first) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           (!first && c >= '0' && c <= '9');
+  }
+
+  std::string_view read_identifier() {
+    const std::size_t begin = position_;
+    while (position_ < text_.size() && identifier_char(text_[position_], position_ == begin)) {
+      ++position_;
+    }
+    return text_.substr(begin, position_ - begin);
+  }
+
+  /// name '(' [arg {',' arg}] ')'
+  bool read_call() {
+    skip_space();
+    name_column_ = position_;
+    name_ = read_identifier();
+    if (name_.empty()) return expect("expected a stage or preset name", position_);
+    skip_space();
+    if (position_ >= text_.size() || text_[position_] != '(') {
+      return expect("expected '(' after the stage or preset name", position_);
+    }
+    ++position_;
+    argument_count_ = 0;
+    skip_space();
+    if (position_ < text_.size() && text_[position_] == ')') {
+      ++position_;
+      return true;
+    }
+    while (true) {
+      skip_space();
+      if (argument_count_ == max_arguments) return expect("expected at most 12 arguments", position_);
+      policy_argument& argument = arguments_[argument_count_++];
+      argument = {};
+      argument.column = static_cast<int>(position_);
+      argument.name = read_identifier();
+      if (argument.name.empty()) return expect("expected an argument name", position_);
+      skip_space();
+      if (position_ >= text_.size() || text_[position_] != '=') {
+        return expect("expected '=' after the argument name", position_);
+      }
+      ++position_;
+      skip_space();
+      const std::size_t value_begin = position_;
+      while (position_ < text_.size() && text_[position_] != ',' && text_[position_] != ')' &&
+             text_[position_] != ' ' && text_[position_] != '|') {
+        ++position_;
+      }
+      argument.text = text_.substr(value_begin, position_ - value_begin);
+      if (argument.text.empty()) return expect("expected a value after '='", value_begin);
+      const char* end = argument.text.data() + argument.text.size();
+      const auto parsed = std::from_chars(argument.text.data(), end, argument.number);
+      argument.is_number = parsed.ec == std::errc{} && parsed.ptr == end;
+      skip_space();
+      if (position_ < text_.size() && text_[position_] == ',') {
+        ++position_;
+        continue;
+      }
+      if (position_ < text_.size() && text_[position_] == ')') {
+        ++position_;
+        return true;
+      }
+      return expect("expected ',' or ')' after an argument", position_);
+    }
+  }
+
+  bool read_pipeline(runtime_policy& policy) {
+    while (true) {
+      if (!read_call()) return false;
+      if (name_ == "refine") {
+        if (policy.set_stage_count == 0) {
+          return expect("expected a set stage before refine (a policy needs one)", name_column_);
+        }
+        if (!build_refine(policy.assignment)) return false;
+        skip_space();
+        if (position_ != text_.size()) {
+          return expect("expected the end of the policy: refine must be the last stage",
+                        position_);
+        }
+        return true;
+      }
+      if (policy.set_stage_count == runtime_policy::max_set_stages) {
+        return expect("expected at most 8 set stages", name_column_);
+      }
+      any_set_stage stage;
+      if (!build_set_stage(stage)) return false;
+      policy.set_stages[policy.set_stage_count++] = stage;
+      skip_space();
+      if (position_ >= text_.size()) {
+        return expect("expected '| refine(...)': a policy ends with its assignment stage",
+                      position_);
+      }
+      if (text_[position_] != '|') return expect("expected '|' between stages", position_);
+      ++position_;
+    }
+  }
+
+  // ---- arguments ----
+  policy_argument* find(std::string_view name) {
+    for (int i = 0; i < argument_count_; ++i) {
+      if (arguments_[i].name == name) return &arguments_[i];
+    }
+    return nullptr;
+  }
+  bool integer(std::string_view name, int& out, bool required = false) {
+    policy_argument* argument = find(name);
+    if (argument == nullptr) {
+      if (!required) return true;
+      missing_ = name.data();  // the names passed here are string literals
+      return expect("expected this required argument, which is missing", name_column_);
+    }
+    argument->used = true;
+    if (!argument->is_number || argument->number != std::floor(argument->number) ||
+        std::fabs(argument->number) > 1e9) {
+      return expect("expected an integer value", static_cast<std::size_t>(argument->column));
+    }
+    out = static_cast<int>(argument->number);
+    return true;
+  }
+  bool real(std::string_view name, float& out, bool required = false) {
+    policy_argument* argument = find(name);
+    if (argument == nullptr) {
+      if (!required) return true;
+      missing_ = name.data();  // the names passed here are string literals
+      return expect("expected this required argument, which is missing", name_column_);
+    }
+    argument->used = true;
+    if (!argument->is_number) {
+      return expect("expected a number", static_cast<std::size_t>(argument->column));
+    }
+    out = static_cast<float>(argument->number);
+    return true;
+  }
+  bool gate(column_mass& out) {
+    policy_argument* argument = find("gate");
+    if (argument == nullptr) return true;
+    argument->used = true;
+    if (argument->text == "sparse") out = column_mass::sparse;
+    else if (argument->text == "dense") out = column_mass::dense;
+    else return expect("expected gate=sparse or gate=dense", static_cast<std::size_t>(argument->column));
+    return true;
+  }
+  bool weights(refine& out) {
+    if (policy_argument* argument = find("weights")) {
+      argument->used = true;
+      if (argument->text == "renormalize") out.weights = weighting::renormalize;
+      else if (argument->text == "raw") out.weights = weighting::raw;
+      else return expect("expected weights=renormalize or weights=raw", static_cast<std::size_t>(argument->column));
+    }
+    return real("scale", out.scale);
+  }
+  bool all_used() {
+    for (int i = 0; i < argument_count_; ++i) {
+      if (!arguments_[i].used) {
+        return expect("expected an argument this stage or preset takes (see docs/policies.md)",
+                      static_cast<std::size_t>(arguments_[i].column));
+      }
+    }
+    return true;
+  }
+
+  // ---- stages ----
+  bool build_refine(refine& out) {
+    return integer("k", out.k) && integer("max_rank", out.max_rank) && weights(out) && all_used();
+  }
+
+  bool build_set_stage(any_set_stage& out) {
+    if (name_ == "topk_union") {
+      topk_union s;
+      if (!(integer("k", s.k) && all_used())) return false;
+      out = make_any_stage(s);
+    } else if (name_ == "prune") {
+      prune s;
+      if (!(integer("k0", s.k0, true) && real("top_p", s.top_p) && real("skip_ratio", s.skip_ratio) &&
+            real("beta", s.skip_ratio) && all_used())) {
+        return false;
+      }
+      out = make_any_stage(s);
+    } else if (name_ == "greedy_mass") {
+      greedy_mass s;
+      if (!(integer("add", s.add) && integer("m", s.add) && integer("size", s.size) &&
+            real("mass", s.mass) && real("tau", s.mass) && gate(s.gate) && all_used())) {
+        return false;
+      }
+      out = make_any_stage(s);
+    } else if (name_ == "per_request") {
+      per_request s;
+      if (!(integer("k0", s.k0, true) && integer("m_r", s.m_r) && gate(s.gate) && all_used())) return false;
+      out = make_any_stage(s);
+    } else if (name_ == "ep_fill") {
+      ep_fill s;
+      if (!(integer("m_g", s.m_g, true) && gate(s.gate) && all_used())) return false;
+      out = make_any_stage(s);
+    } else if (name_ == "vote_drop") {
+      vote_drop s;
+      if (!(integer("d", s.d, true) && gate(s.gate) && all_used())) return false;
+      out = make_any_stage(s);
+    } else if (name_ == "confidence_keep") {
+      confidence_keep s;
+      if (!(real("min_confidence", s.min_confidence) && real("conf", s.min_confidence) &&
+            integer("budget", s.budget, true) && gate(s.gate) && all_used())) {
+        return false;
+      }
+      out = make_any_stage(s);
+    } else {
+      return expect(
+          "expected a stage name: topk_union, prune, greedy_mass, per_request, ep_fill, "
+          "vote_drop, confidence_keep or refine; or one preset call",
+          name_column_);
+    }
+    return true;
+  }
+
+  bool build_preset(runtime_policy& policy) {
+    presets::weight_options w;
+    refine weights_holder;
+    column_mass g = column_mass::sparse;
+    int k = 0, k0 = 0;
+    if (!(integer("k", k, true) && weights(weights_holder) && gate(g))) return false;
+    w.weights = weights_holder.weights;
+    w.scale = weights_holder.scale;
+    if (name_ == "topk" || name_ == "vanilla") {
+      policy = to_runtime_policy(presets::vanilla(k, w));
+    } else if (name_ == "oea") {
+      float top_p = 1.0f;
+      int max_rank = max_experts;
+      if (!(integer("k0", k0, true) && real("top_p", top_p) && integer("max_rank", max_rank))) return false;
+      policy = to_runtime_policy(presets::oea_general(k0, top_p, k, max_rank, w));
+    } else if (name_ == "pruned") {
+      if (!integer("k0", k0, true)) return false;
+      policy = to_runtime_policy(presets::pruned_only(k0, k, w));
+    } else if (name_ == "xshare") {
+      int m = 0;
+      if (!(integer("k0", k0, true) && integer("m", m, true))) return false;
+      policy = to_runtime_policy(presets::xshare_batch(k0, m, k, w, g));
+    } else if (name_ == "xshare_spec") {
+      int m = 0, m_r = 0;
+      if (!(integer("k0", k0, true) && integer("m", m) && integer("m_r", m_r, true))) return false;
+      policy = to_runtime_policy(presets::xshare_speculative(k0, m_r, m, k, w, g));
+    } else if (name_ == "xshare_ep") {
+      int m_g = 0;
+      if (!(integer("k0", k0, true) && integer("m_g", m_g, true))) return false;
+      policy = to_runtime_policy(presets::xshare_expert_parallel(k0, m_g, k, w, g));
+    } else if (name_ == "lynx_lat") {
+      int d = 0;
+      if (!integer("d", d, true)) return false;
+      policy = to_runtime_policy(presets::lynx_latency(d, k, w));
+    } else if (name_ == "lynx_acc") {
+      float conf = 0;
+      int budget = 0;
+      if (!(real("conf", conf, true) && integer("budget", budget, true))) return false;
+      policy = to_runtime_policy(presets::lynx_accuracy(conf, budget, k, w));
+    } else {  // skip
+      float beta = 0;
+      if (!real("beta", beta, true)) return false;
+      policy = to_runtime_policy(presets::dynamic_skipping(beta, k, w));
+    }
+    return all_used();
+  }
+
+  std::string_view text_;
+  std::size_t position_ = 0;
+  std::string_view name_;
+  std::size_t name_column_ = 0;
+  policy_argument arguments_[max_arguments];
+  int argument_count_ = 0;
+  const char* expected_ = nullptr;
+  const char* missing_ = nullptr;
+  int error_column_ = 0;
+};
+
+}  // namespace detail
+
+/// Parses and validates a policy text. Never throws, never allocates.
+inline parse_result parse_policy(std::string_view text) noexcept {
+  return detail::policy_parser(text).run();
+}
+
+/// "syntax error at column 12: expected '|' between stages" with the text and a caret
+/// on the next two lines; other failures as `to_string(status)`.
+inline std::string describe(const parse_result& result, std::string_view text) {
+  if (result.outcome.code != errc::syntax_error) return to_string(result.outcome);
+  std::string message = "syntax error in policy at column " + std::to_string(result.column) +
+                        ": " + result.outcome.requirement +
+                        (std::isnan(result.outcome.value) ? std::string(" (") + result.outcome.parameter + ")" : std::string()) +
+                        "\n  " + std::string(text) + "\n  " +
+                        std::string(static_cast<std::size_t>(result.column > 0 ? result.column - 1 : 0), ' ') + "^";
+  return message;
+}
+
+/// Parses a policy text and throws `routing_error` with a readable message on failure.
+inline runtime_policy parse_policy_or_throw(std::string_view text) {
+  const parse_result result = parse_policy(text);
+  if (!result.outcome.ok()) throw routing_error(result.outcome.code, describe(result, text));
+  return result.policy;
+}
+
+}  // namespace moe_routing

@@ -1,0 +1,137 @@
+#pragma once
+/// \file
+/// The checks every policy form goes through: `validate_policy` when a policy is built
+/// (its own parameters and how its stages fit together) and `bind_policy` when it is
+/// first bound to a shape (E, the model's top-k, placement). Both are O(stages).
+
+#include <concepts>
+#include <limits>
+#include <type_traits>
+
+#include "moe_routing/policies/runtime_policy.hpp"
+
+namespace moe_routing {
+
+/// Anything a backend can route: a compiled pipeline or the runtime form.
+template <class Policy>
+concept routing_policy = compiled_policy<Policy> ||
+                         std::same_as<std::remove_cvref_t<Policy>, runtime_policy>;
+
+template <class Stage>
+constexpr const char* stage_name() noexcept {
+  if constexpr (requires { { Stage::name } -> std::convertible_to<const char*>; }) {
+    return Stage::name;
+  } else {
+    return "custom stage";
+  }
+}
+
+/// Checks a policy independently of any shape. Called by the factories, the parser
+/// and `bind_policy`; O(stages).
+template <routing_policy Policy>
+constexpr status validate_policy(const Policy& policy) noexcept {
+  constexpr double no_value = std::numeric_limits<double>::quiet_NaN();
+  status result{};
+  bool first_set_stage = true;
+  int depth = 0;  // leading ranks guaranteed so far
+  const char* depth_parameter = "k0";
+  policy.for_each_stage([&](const auto& stage) {
+    using stage_type = std::remove_cvref_t<decltype(stage)>;
+    if (!result.ok()) return;
+    result = validate_stage(stage);
+    if (!result.ok()) return;
+    if constexpr (set_stage<stage_type>) {
+      if (first_set_stage && !seeds_selection(stage)) {
+        result = fail(errc::invalid_parameter, stage_name<stage_type>(), no_value,
+                      "cannot open a policy: on an empty S it may add nothing (start with "
+                      "topk_union, prune, per_request or confidence_keep)");
+        return;
+      }
+      if (std::is_same_v<stage_type, confidence_keep> && depth > 0) {
+        result = fail(errc::invalid_parameter, "confidence_keep", no_value,
+                      "replaces S, so it would drop the experts guaranteed by an earlier "
+                      "stage with",
+                      "k0", depth);
+        return;
+      }
+      first_set_stage = false;
+      if (guaranteed_depth(stage) > depth) {
+        depth = guaranteed_depth(stage);
+        depth_parameter = std::is_same_v<stage_type, per_request> ? "per_request.k0" : "prune.k0";
+      }
+    }
+    if constexpr (std::is_same_v<stage_type, refine>) {
+      if (stage.k != 0 && stage.k < depth) {
+        result = fail(errc::invalid_parameter, depth_parameter, depth,
+                      "must be at most the experts each token is assigned,", "refine.k", stage.k);
+      } else if (stage.max_rank < depth) {
+        result = fail(errc::invalid_parameter, "refine.max_rank", stage.max_rank,
+                      "must reach every guaranteed expert: at least", depth_parameter, depth);
+      }
+    }
+  });
+  return result;
+}
+
+/// The leading ranks of each token that the policy guarantees (largest k0).
+template <routing_policy Policy>
+constexpr int policy_guaranteed_depth(const Policy& policy) noexcept {
+  int depth = 0;
+  policy.for_each_stage([&](const auto& stage) {
+    if (guaranteed_depth(stage) > depth) depth = guaranteed_depth(stage);
+  });
+  return depth;
+}
+
+/// True when some stage is decode-only: in prefill the policy routes as vanilla top-k.
+template <routing_policy Policy>
+constexpr bool has_decode_only_stage(const Policy& policy) noexcept {
+  bool any = false;
+  policy.for_each_stage([&](const auto& stage) {
+    any = any || is_decode_only<std::remove_cvref_t<decltype(stage)>>();
+  });
+  return any;
+}
+
+/// The plan width to use when the caller does not give one: the policy's top_k hint,
+/// else the largest k among its stages.
+template <routing_policy Policy>
+constexpr int preferred_top_k(const Policy& policy) noexcept {
+  if (policy.top_k > 0) return policy.top_k;
+  int k = 0;
+  policy.for_each_stage([&](const auto& stage) {
+    using stage_type = std::remove_cvref_t<decltype(stage)>;
+    if constexpr (requires { stage.k; }) {
+      if (stage.k > k) k = stage.k;
+    }
+    if constexpr (std::is_same_v<stage_type, prune> || std::is_same_v<stage_type, per_request>) {
+      if (stage.k0 > k) k = stage.k0;
+    }
+  });
+  return k;
+}
+
+/// Checks a policy against a shape: validate_policy plus every stage's shape check.
+template <routing_policy Policy>
+constexpr status bind_policy(const Policy& policy, const binding_shape& shape) noexcept {
+  if (shape.experts < 2 || shape.experts > max_experts) {
+    return fail(errc::shape_mismatch, "E", shape.experts, "must be in [2, max_experts]",
+                "max_experts", max_experts);
+  }
+  if (shape.top_k < 1 || shape.top_k > max_top_k) {
+    return fail(errc::invalid_parameter, "top_k", shape.top_k, "must be in [1, max_top_k]",
+                "max_top_k", max_top_k);
+  }
+  if (shape.top_k > shape.experts) {
+    return fail(errc::invalid_parameter, "k", shape.top_k, "must be at most the expert count",
+                "E", shape.experts);
+  }
+  MOE_ROUTING_TRY(validate_policy(policy));
+  status result{};
+  policy.for_each_stage([&](const auto& stage) {
+    if (result.ok()) result = bind_stage(stage, shape);
+  });
+  return result;
+}
+
+}  // namespace moe_routing

@@ -1,0 +1,39 @@
+#pragma once
+/// \file
+/// `prune(k0, top_p, skip_ratio)`: OEA phase 1, top-p routing and dynamic skipping.
+/// Each token's best b_i = min(k0, kp_i, kb_i) experts form its guaranteed baseline.
+
+#include "moe_routing/policies/stage_concepts.hpp"
+
+namespace moe_routing {
+
+struct prune {
+  static constexpr stage_role role = stage_role::set;
+  static constexpr const char* name = "prune";
+  int k0 = 0;              ///< baseline experts per token, 1..k
+  float top_p = 1.0f;      ///< (0, 1]: stop once the baseline holds this share of p
+  float skip_ratio = 0.0f; ///< beta in [0, 1]: drop ranks whose p < beta * p_top1
+
+  constexpr status validate() const noexcept {
+    if (k0 < 1) return fail(errc::invalid_parameter, "prune.k0", k0, "must be at least 1");
+    if (!(top_p > 0.0f && top_p <= 1.0f)) {
+      return fail(errc::invalid_parameter, "prune.top_p", top_p, "must be in (0, 1]");
+    }
+    if (!(skip_ratio >= 0.0f && skip_ratio <= 1.0f)) {
+      return fail(errc::invalid_parameter, "prune.skip_ratio", skip_ratio, "must be in [0, 1]");
+    }
+    return {};
+  }
+  constexpr status bind(const binding_shape& shape) const noexcept {
+    if (k0 > shape.top_k) {
+      return fail(errc::invalid_parameter, "prune.k0", k0, "must be at most the model's",
+                  "top_k", shape.top_k);
+    }
+    return {};
+  }
+  constexpr int guaranteed_depth() const noexcept { return k0; }
+};
+
+static_assert(set_stage<prune>);
+
+}  // namespace moe_routing

@@ -1,0 +1,45 @@
+#pragma once
+/// \file
+/// `refine(k, max_rank)`: the assignment stage (XShare refinement, OEA piggybacking)
+/// and the weighting. A_i = the first k experts of token i's rank order, among ranks
+/// < max_rank, that are in S; a token left empty takes its best expert in S.
+
+#include "moe_routing/core/config.hpp"
+#include "moe_routing/policies/stage_concepts.hpp"
+
+namespace moe_routing {
+
+enum class weighting : std::uint8_t {
+  renormalize,  ///< w = p / sum of p over A_i (norm_topk_prob)
+  raw,          ///< w = p
+};
+
+struct refine {
+  static constexpr stage_role role = stage_role::assignment;
+  static constexpr const char* name = "refine";
+  int k = 0;                   ///< experts per token, 1..top_k; 0 means the model's top-k
+  int max_rank = max_experts;  ///< piggyback only on ranks below this
+  weighting weights = weighting::renormalize;
+  float scale = 1.0f;          ///< routed_scaling_factor, finite and > 0
+
+  constexpr status validate() const noexcept {
+    if (k < 0) return fail(errc::invalid_parameter, "refine.k", k, "must not be negative");
+    if (max_rank < 1) return fail(errc::invalid_parameter, "refine.max_rank", max_rank, "must be at least 1");
+    if (!(scale > 0.0f && scale <= 3.0e38f)) {
+      return fail(errc::invalid_parameter, "refine.scale", scale, "must be finite and positive");
+    }
+    return {};
+  }
+  constexpr status bind(const binding_shape& shape) const noexcept {
+    if (k > shape.top_k) {
+      return fail(errc::invalid_parameter, "refine.k", k, "must be at most the model's",
+                  "top_k", shape.top_k);
+    }
+    return {};
+  }
+  constexpr int effective_k(int top_k) const noexcept { return k == 0 ? top_k : k; }
+};
+
+static_assert(assignment_stage<refine>);
+
+}  // namespace moe_routing

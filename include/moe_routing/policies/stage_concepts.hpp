@@ -1,0 +1,98 @@
+#pragma once
+/// \file
+/// What makes a type a routing stage (SPEC section 3), and the shape a policy is
+/// bound to. A stage is a small trivially copyable value: its runtime parameters plus
+/// a static `role`. Optional static traits: `decode_only` (routes like vanilla top-k in
+/// prefill), and the member functions `validate()` and `bind(shape)`.
+
+#include <concepts>
+#include <cstdint>
+#include <type_traits>
+
+#include "moe_routing/core/status.hpp"
+
+namespace moe_routing {
+
+enum class stage_role : std::uint8_t {
+  set,         ///< builds the selected expert set S
+  assignment,  ///< gives each token its experts A_i from S; must come last
+};
+
+/// Which per-token gate the column mass c[e] sums (SPEC section 3).
+enum class column_mass : std::uint8_t {
+  sparse,  ///< p renormalised over the token's top-k, 0 elsewhere (XShare section 2.2)
+  dense,   ///< p itself
+};
+
+/// Shape facts a policy is checked against when it is first bound to a batch.
+struct binding_shape {
+  int experts = 0;        ///< E
+  int top_k = 0;          ///< the model's top-k: the plan's row width
+  bool has_placement = false;
+};
+
+template <class Stage>
+concept set_stage = std::is_trivially_copyable_v<Stage> && requires {
+  { Stage::role } -> std::convertible_to<stage_role>;
+} && (Stage::role == stage_role::set);
+
+template <class Stage>
+concept assignment_stage = std::is_trivially_copyable_v<Stage> && requires {
+  { Stage::role } -> std::convertible_to<stage_role>;
+} && (Stage::role == stage_role::assignment);
+
+template <class Stage>
+concept routing_stage = set_stage<Stage> || assignment_stage<Stage>;
+
+/// True when the stage declares itself decode-only.
+template <class Stage>
+constexpr bool is_decode_only() noexcept {
+  if constexpr (requires { Stage::decode_only; }) {
+    return Stage::decode_only;
+  } else {
+    return false;
+  }
+}
+
+/// A stage's own parameter check, or ok when it declares none.
+template <class Stage>
+constexpr status validate_stage(const Stage& stage) noexcept {
+  if constexpr (requires { { stage.validate() } -> std::same_as<status>; }) {
+    return stage.validate();
+  } else {
+    return {};
+  }
+}
+
+/// A stage's shape check, or ok when it declares none.
+template <class Stage>
+constexpr status bind_stage(const Stage& stage, const binding_shape& shape) noexcept {
+  if constexpr (requires { { stage.bind(shape) } -> std::same_as<status>; }) {
+    return stage.bind(shape);
+  } else {
+    return {};
+  }
+}
+
+/// Leading ranks of every token that the stage guarantees (prune, per_request), else 0.
+template <class Stage>
+constexpr int guaranteed_depth(const Stage& stage) noexcept {
+  if constexpr (requires { { stage.guaranteed_depth() } -> std::convertible_to<int>; }) {
+    return stage.guaranteed_depth();
+  } else {
+    return 0;
+  }
+}
+
+/// Whether the stage, run on an empty S with at least one valid token, always leaves
+/// S non-empty. The first set stage of a policy must (SPEC section 3).
+template <class Stage>
+constexpr bool seeds_selection(const Stage& stage) noexcept {
+  if constexpr (requires { { stage.seeds_selection() } -> std::convertible_to<bool>; }) {
+    return stage.seeds_selection();
+  } else {
+    return true;  // a user stage is trusted; route reports an empty S at run time
+  }
+}
+
+}  // namespace moe_routing
