@@ -1,0 +1,189 @@
+// Small examples worked out by hand, one or more per stage. Probabilities input, so
+// p = s = the numbers written here. E = 6, k = 3, three tokens:
+//
+//   expert:     0     1     2     3     4     5      rank order   top-3
+//   token 0:  0.50  0.30  0.10  0.05  0.03  0.02    0 1 2 3 4 5  {0,1,2}
+//   token 1:  0.05  0.40  0.35  0.10  0.06  0.04    1 2 3 4 0 5  {1,2,3}
+//   token 2:  0.02  0.03  0.05  0.60  0.20  0.10    3 4 5 2 1 0  {3,4,5}
+//
+// Sparse gates (p over the token's top-3 p): t0 .556 .333 .111, t1 .471 .412 .118,
+// t2 .667 .222 .111. Column mass c: e0 .556, e1 .804, e2 .523, e3 .784, e4 .222, e5 .111.
+// Votes (tokens with e in top-3): e0 1, e1 2, e2 2, e3 2, e4 1, e5 1.
+
+#include <vector>
+
+#include "plan_checks.hpp"
+
+namespace {
+
+namespace mr = test::mr;
+
+const std::vector<float> table = {
+    0.50f, 0.30f, 0.10f, 0.05f, 0.03f, 0.02f,
+    0.05f, 0.40f, 0.35f, 0.10f, 0.06f, 0.04f,
+    0.02f, 0.03f, 0.05f, 0.60f, 0.20f, 0.10f,
+};
+const std::vector<std::int32_t> placement = {0, 0, 0, 1, 1, 1};
+const std::vector<std::int32_t> two_requests = {0, 2, 3};
+
+mr::routing_batch<float> table_batch() {
+  mr::routing_batch<float> batch{mr::make_score_view(table.data(), 3, 6)};
+  batch.mode = mr::scoring::probabilities;
+  return batch;
+}
+
+/// Routes the table and returns each row's assigned ids.
+template <class Policy>
+std::vector<std::vector<int>> assigned(const Policy& policy, mr::routing_batch<float> batch = table_batch(),
+                                       int k = 3, mr::routing_plan* out = nullptr) {
+  mr::cpu::workspace ws({batch.tokens(), batch.experts(), k});
+  mr::routing_plan plan(batch.tokens(), k, batch.experts(), batch.device_count);
+  const mr::status s = mr::cpu::route(policy, batch, plan.view(), ws);
+  REQUIRE_MESSAGE(s.ok(), mr::to_string(s));
+  std::vector<std::vector<int>> rows(static_cast<std::size_t>(batch.tokens()));
+  for (int i = 0; i < batch.tokens(); ++i) {
+    for (int j = 0; j < plan.count(i); ++j) rows[static_cast<std::size_t>(i)].push_back(plan.id(i, j));
+  }
+  if (out != nullptr) *out = plan;
+  return rows;
+}
+
+using rows = std::vector<std::vector<int>>;
+
+}  // namespace
+
+TEST_CASE("topk_union + refine: vanilla top-3, renormalised") {
+  mr::routing_plan plan;
+  CHECK(assigned(mr::presets::vanilla(3), table_batch(), 3, &plan) == rows{{0, 1, 2}, {1, 2, 3}, {3, 4, 5}});
+  CHECK(plan.summary().active_count == 6);
+  CHECK(plan.weight(0, 0) == doctest::Approx(0.5 / 0.9).epsilon(1e-6));
+  CHECK(plan.weight(2, 2) == doctest::Approx(0.1 / 0.9).epsilon(1e-6));
+}
+
+TEST_CASE("prune(k0=1) + refine(k=3): OEA piggybacks on {0,1,3}") {
+  mr::routing_plan plan;
+  CHECK(assigned(mr::presets::oea(1, 3), table_batch(), 3, &plan) == rows{{0, 1, 3}, {1, 3, 0}, {3, 1, 0}});
+  CHECK(plan.summary().active_count == 3);
+  CHECK(plan.weight(0, 2) == doctest::Approx(0.05 / 0.85).epsilon(1e-6));
+  CHECK(plan.guaranteed(1) == 1);
+}
+
+TEST_CASE("prune(k0=3, top_p=0.7) + refine(k=3, max_rank=3): two experts reach 70%") {
+  // t0: .5 + .3 >= .7; t1: .4 + .35 >= .7; t2: .6 + .2 >= .7: baselines {0,1} {1,2} {3,4}.
+  CHECK(assigned(mr::presets::oea_general(3, 0.7f, 3, 3)) == rows{{0, 1, 2}, {1, 2, 3}, {3, 4}});
+}
+
+TEST_CASE("prune(k0=3, skip_ratio=0.5): dynamic skipping keeps ranks with p >= p_top1 / 2") {
+  // t0: .3 >= .25 but .1 < .25 -> {0,1}; t1: .35 >= .2 -> {1,2}; t2: .2 < .3 -> {3}.
+  mr::routing_plan plan;
+  CHECK(assigned(mr::presets::dynamic_skipping(0.5f, 3), table_batch(), 3, &plan) == rows{{0, 1, 2}, {1, 2, 3}, {3, 2, 1}});
+  CHECK(plan.guaranteed(0) == 2);
+  CHECK(plan.guaranteed(2) == 1);
+}
+
+TEST_CASE("greedy_mass(add=1) after prune(k0=1): adds expert 2, the heaviest outside S") {
+  CHECK(assigned(mr::presets::xshare_batch(1, 1, 2), table_batch(), 3) == rows{{0, 1}, {1, 2}, {3, 2}});
+  // size = 5: S {0,1,3} grows by e2 then e4 (c .523 > .222)
+  mr::routing_plan plan;
+  assigned(mr::prune{.k0 = 1} | mr::greedy_mass{.size = 5} | mr::refine{.k = 3}, table_batch(), 3, &plan);
+  CHECK(plan.summary().selected_count == 5);
+  CHECK(plan.summary().selected.contains(4));
+  CHECK_FALSE(plan.summary().selected.contains(5));
+}
+
+TEST_CASE("greedy_mass(mass=tau) grows S until it holds tau of the column mass") {
+  // Total c = 3 (one per token). From {0,1,3} (c = 2.144, 71%): tau = 0.8 adds e2 (2.667, 89%).
+  mr::routing_plan plan;
+  assigned(mr::prune{.k0 = 1} | mr::greedy_mass{.mass = 0.8f} | mr::refine{.k = 3}, table_batch(), 3, &plan);
+  CHECK(plan.summary().selected_count == 4);
+  CHECK(plan.summary().selected.contains(2));
+  assigned(mr::prune{.k0 = 1} | mr::greedy_mass{.mass = 0.7f} | mr::refine{.k = 3}, table_batch(), 3, &plan);
+  CHECK(plan.summary().selected_count == 3);
+}
+
+TEST_CASE("per_request(k0=1, m_r=1): each request adds its own heaviest expert") {
+  // r0 = tokens 0,1: S0 {0,1}, its mass picks e2; r1 = token 2: S0 {3}, picks e4.
+  auto batch = table_batch();
+  batch.segments = two_requests.data();
+  batch.request_count = 2;
+  CHECK(assigned(mr::per_request{.k0 = 1, .m_r = 1} | mr::refine{.k = 2}, batch) == rows{{0, 1}, {1, 2}, {3, 4}});
+}
+
+TEST_CASE("ep_fill(m_g=2): only the device below its target adds an expert") {
+  // S0 = {0,1,3}: device 0 holds 2, device 1 holds 1 and adds e4 (c .222 > .111).
+  auto batch = table_batch();
+  batch.placement = placement.data();
+  batch.device_count = 2;
+  mr::routing_plan plan;
+  CHECK(assigned(mr::presets::xshare_expert_parallel(1, 2, 2), batch, 3, &plan) == rows{{0, 1}, {1, 3}, {3, 4}});
+  CHECK(plan.summary().max_device_load == 2);
+  CHECK(plan.device_loads() == std::vector<std::int32_t>{2, 2});
+}
+
+TEST_CASE("vote_drop(d=2): drops the one-vote experts with the least mass, e5 then e4") {
+  mr::routing_plan plan;
+  CHECK(assigned(mr::presets::lynx_latency(2, 3), table_batch(), 3, &plan) == rows{{0, 1, 2}, {1, 2, 3}, {3, 2, 1}});
+  CHECK(plan.summary().selected_count == 4);
+  // d larger than S still leaves one expert
+  assigned(mr::presets::lynx_latency(100, 3), table_batch(), 3, &plan);
+  CHECK(plan.summary().selected_count == 1);
+}
+
+TEST_CASE("confidence_keep: only token 2 is confident (0.6 >= 0.55); S = {3, 4, 5}") {
+  CHECK(assigned(mr::presets::lynx_accuracy(0.55f, 3, 2)) == rows{{3, 4}, {3, 4}, {3, 4}});
+  // No confident token: all count. Top-1s {0,1,3}, then votes fill to 4: e2 (2 votes).
+  mr::routing_plan plan;
+  assigned(mr::presets::lynx_accuracy(0.99f, 4, 2), table_batch(), 3, &plan);
+  CHECK(plan.summary().selected_count == 4);
+  CHECK(plan.summary().selected.contains(2));
+}
+
+TEST_CASE("refine falls back to the best expert in S beyond max_rank") {
+  // S = {3}; tokens 0 and 1 have no expert of S in ranks < 2, so they take expert 3.
+  CHECK(assigned(mr::confidence_keep{.min_confidence = 0.55f, .budget = 1} | mr::refine{.k = 2, .max_rank = 2}) ==
+        rows{{3}, {3}, {3}});
+}
+
+TEST_CASE("weighting: raw weights times scale, and padding conventions") {
+  mr::routing_plan plan;
+  assigned(mr::presets::vanilla(3, {mr::weighting::raw, 2.0f}), table_batch(), 3, &plan);
+  CHECK(plan.weight(0, 0) == doctest::Approx(1.0f));
+  CHECK(plan.weight(0, 1) == doctest::Approx(0.6f));
+  CHECK(plan.weight(0, 2) == doctest::Approx(0.2f));
+
+  auto batch = table_batch();
+  const std::vector<std::uint8_t> mask = {1, 0, 1};
+  batch.token_mask = mask.data();
+  mr::cpu::workspace ws({3, 6, 3});
+  for (const auto kind : {mr::padding_kind::sentinel, mr::padding_kind::repeat}) {
+    mr::routing_plan padded(3, 3, 6, 0, {kind, 6});
+    REQUIRE(mr::cpu::route(mr::presets::pruned_only(1, 3), batch, padded.view(), ws).ok());
+    const bool repeat = kind == mr::padding_kind::repeat;
+    CHECK(padded.ids() == (repeat ? std::vector<std::int32_t>{0, 0, 0, 0, 0, 0, 3, 3, 3}
+                                  : std::vector<std::int32_t>{0, 6, 6, 6, 6, 6, 3, 6, 6}));
+    CHECK(padded.weights() == std::vector<float>{1, 0, 0, 0, 0, 0, 1, 0, 0});
+    CHECK(padded.counts() == std::vector<std::int32_t>{1, 0, 1});
+  }
+}
+
+TEST_CASE("group-limited candidates: top2_sum and max pick different groups") {
+  // Groups of 2: {.9, 0}, {.4, .4}, {.1, .1}, {.5, 0}.
+  // top2_sum: .9 .8 .2 .5 -> groups 0, 1 -> top-3 {0, 2, 3} (tie .4/.4 to the lower index)
+  // max:      .9 .4 .1 .5 -> groups 0, 3 -> top-3 {0, 6, 1}
+  const std::vector<float> row = {0.9f, 0.0f, 0.4f, 0.4f, 0.1f, 0.1f, 0.5f, 0.0f};
+  mr::routing_batch<float> batch{mr::make_score_view(row.data(), 1, 8)};
+  batch.mode = mr::scoring::probabilities;
+  batch.groups = {4, 2, mr::group_score::top2_sum};
+  CHECK(assigned(mr::presets::vanilla(3), batch) == rows{{0, 2, 3}});
+  batch.groups.score = mr::group_score::max;
+  CHECK(assigned(mr::presets::vanilla(3), batch) == rows{{0, 6, 1}});
+}
+
+TEST_CASE("decode-only stages route like vanilla in prefill") {
+  auto batch = table_batch();
+  batch.step = mr::phase::prefill;
+  CHECK(assigned(mr::presets::lynx_latency(2, 3), batch) == rows{{0, 1, 2}, {1, 2, 3}, {3, 4, 5}});
+  CHECK(assigned(mr::presets::lynx_accuracy(0.55f, 3, 3), batch) == rows{{0, 1, 2}, {1, 2, 3}, {3, 4, 5}});
+  // OEA is not decode-only: it prunes in prefill too.
+  CHECK(assigned(mr::presets::oea(1, 3), batch) == rows{{0, 1, 3}, {1, 3, 0}, {3, 1, 0}});
+}

@@ -1,0 +1,87 @@
+// The runtime policy text: what parses into which stages, and what each mistake says.
+
+#include "plan_checks.hpp"
+
+namespace {
+namespace mr = test::mr;
+
+std::string error_of(const std::string& text) {
+  const mr::parse_result r = mr::parse_policy(text);
+  REQUIRE_FALSE(r.outcome.ok());
+  return mr::describe(r, text);
+}
+}  // namespace
+
+TEST_CASE("stages and their parameters parse into the runtime form") {
+  const auto policy = mr::parse_policy_or_throw(
+      " prune(k0=3, top_p=0.9, skip_ratio=0.25) | greedy_mass(mass=0.75, gate=dense) |"
+      " ep_fill(m_g=4) | vote_drop(d=2) | refine(k=6, max_rank=12, weights=raw, scale=2.5) ");
+  REQUIRE(policy.set_stage_count == 4);
+  CHECK(policy.set_stages[0].kind == mr::stage_kind::prune);
+  CHECK(policy.set_stages[0].prune_stage.k0 == 3);
+  CHECK(policy.set_stages[0].prune_stage.top_p == doctest::Approx(0.9f));
+  CHECK(policy.set_stages[0].prune_stage.skip_ratio == doctest::Approx(0.25f));
+  CHECK(policy.set_stages[1].greedy_mass_stage.mass == doctest::Approx(0.75f));
+  CHECK(policy.set_stages[1].greedy_mass_stage.gate == mr::column_mass::dense);
+  CHECK(policy.set_stages[2].ep_fill_stage.m_g == 4);
+  CHECK(policy.set_stages[3].vote_drop_stage.d == 2);
+  CHECK(policy.assignment.k == 6);
+  CHECK(policy.assignment.max_rank == 12);
+  CHECK(policy.assignment.weights == mr::weighting::raw);
+  CHECK(policy.assignment.scale == doctest::Approx(2.5f));
+}
+
+TEST_CASE("every preset name of the issue parses") {
+  for (const char* text : {"oea(k0=4,k=8)", "xshare(k0=1,m=16,k=8)", "xshare_spec(k0=1,m=0,m_r=4,k=8)",
+                           "xshare_ep(k0=1,m_g=5,k=8)", "lynx_lat(d=32,k=8)", "lynx_acc(conf=0.5,budget=24,k=8)",
+                           "skip(beta=0.3,k=8)", "topk(k=8)", "pruned(k0=2,k=8)", "oea(k0=2,top_p=0.8,max_rank=12,k=8)"}) {
+    CAPTURE(text);
+    const mr::parse_result r = mr::parse_policy(text);
+    CHECK(r.outcome.ok());
+    CHECK(mr::preferred_top_k(r.policy) == 8);
+  }
+}
+
+TEST_CASE("syntax errors say where and what was expected") {
+  CHECK(error_of("prune(k0=4) | refine(k=8") == "syntax error in policy at column 25: expected ',' or ')' after an argument\n"
+                                                "  prune(k0=4) | refine(k=8\n"
+                                                "                          ^");
+  CHECK(error_of("prune(k0=4) refine(k=8)").find("column 13: expected '|' between stages") != std::string::npos);
+  CHECK(error_of("prune(k0=4)").find("expected '| refine(...)'") != std::string::npos);
+  CHECK(error_of("prune(k0 4) | refine(k=8)").find("column 10: expected '=' after the argument name") != std::string::npos);
+  CHECK(error_of("prune(k0=) | refine(k=8)").find("column 10: expected a value") != std::string::npos);
+  CHECK(error_of("prune(k0=four) | refine(k=8)").find("column 7: expected an integer value") != std::string::npos);
+  CHECK(error_of("prune(k0=4, colour=3) | refine(k=8)").find("column 13: expected an argument this stage") != std::string::npos);
+  CHECK(error_of("shuffle(k=3) | refine(k=8)").find("column 1: expected a stage name") != std::string::npos);
+  CHECK(error_of("refine(k=8)").find("expected a set stage before refine") != std::string::npos);
+  CHECK(error_of("prune(k0=1) | refine(k=8) | greedy_mass(add=1)").find("refine must be the last stage") != std::string::npos);
+  CHECK(error_of("oea(k=8)").find("(k0)") != std::string::npos);
+  CHECK(error_of("").find("column 1: expected a stage or preset name") != std::string::npos);
+  CHECK(error_of("greedy_mass(add=1, gate=heavy) | refine(k=2)").find("expected gate=sparse or gate=dense") != std::string::npos);
+}
+
+TEST_CASE("parameter errors name the parameter and its value") {
+  CHECK(error_of("oea(k0=9,k=8)") == "invalid parameter: prune.k0 = 9: must be at most the experts each token is assigned, refine.k = 8");
+  CHECK(error_of("oea(k0=4,top_p=1.5,k=8)") == "invalid parameter: prune.top_p = 1.5: must be in (0, 1]");
+  CHECK(error_of("oea(k0=4,top_p=0,k=8)") == "invalid parameter: prune.top_p = 0: must be in (0, 1]");
+  CHECK(error_of("oea(k0=4,max_rank=3,k=8)") == "invalid parameter: refine.max_rank = 3: must reach every guaranteed expert: at least prune.k0 = 4");
+  CHECK(error_of("skip(beta=1.5,k=8)") == "invalid parameter: prune.skip_ratio = 1.5: must be in [0, 1]");
+  CHECK(error_of("prune(k0=0) | refine(k=8)") == "invalid parameter: prune.k0 = 0: must be at least 1");
+  CHECK(error_of("lynx_acc(conf=2,budget=4,k=8)") == "invalid parameter: confidence_keep.min_confidence = 2: must be in [0, 1]");
+  CHECK(error_of("lynx_lat(d=-1,k=8)") == "invalid parameter: vote_drop.d = -1: must not be negative");
+  CHECK(error_of("xshare_ep(k0=1,m_g=-2,k=8)") == "invalid parameter: ep_fill.m_g = -2: must not be negative");
+  CHECK(error_of("prune(k0=2) | greedy_mass(add=1,size=3) | refine(k=8)") == "invalid parameter: greedy_mass.targets_given = 2: must be exactly one of add, size, mass");
+  CHECK(error_of("topk(k=8,scale=0)") == "invalid parameter: refine.scale = 0: must be finite and positive");
+  CHECK(error_of("prune(k0=2) | confidence_keep(conf=0.5,budget=3) | refine(k=8)").find("confidence_keep") != std::string::npos);
+  CHECK(error_of("vote_drop(d=1) | refine(k=8)").find("vote_drop: cannot open a policy") != std::string::npos);
+}
+
+TEST_CASE("binding errors: k > E, stage k above the model's, ep_fill without placement") {
+  const auto oea = mr::parse_policy_or_throw("oea(k0=2,k=8)");
+  CHECK(mr::to_string(mr::bind_policy(oea, {6, 8, false})) == "invalid parameter: k = 8: must be at most the expert count E = 6");
+  CHECK(mr::to_string(mr::bind_policy(oea, {64, 4, false})) == "invalid parameter: refine.k = 8: must be at most the model's top_k = 4");
+  CHECK(mr::to_string(mr::bind_policy(oea, {64, 40, false})) == "invalid parameter: top_k = 40: must be in [1, max_top_k] max_top_k = 32");
+  const auto ep = mr::parse_policy_or_throw("xshare_ep(k0=1,m_g=2,k=8)");
+  CHECK(mr::to_string(mr::bind_policy(ep, {64, 8, false})).find("ep_fill.m_g = 2: needs an expert placement") != std::string::npos);
+  CHECK(mr::bind_policy(ep, {64, 8, true}).ok());
+}
