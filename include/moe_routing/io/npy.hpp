@@ -65,7 +65,10 @@ namespace detail {
 
 inline std::string_view dict_value(std::string_view header, std::string_view key,
                                    const std::string& origin) {
-  const std::size_t at = header.find("'" + std::string(key) + "'");
+  std::string quoted(1, '\'');
+  quoted.append(key);
+  quoted.push_back('\'');
+  const std::size_t at = header.find(quoted);
   if (at == std::string_view::npos) {
     throw npy_error(origin + ": header has no '" + std::string(key) + "' entry");
   }
@@ -175,12 +178,14 @@ inline std::vector<unsigned char> serialize(dtype type, const std::vector<std::s
   const std::size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-  std::vector<unsigned char> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                                    static_cast<unsigned char>(header.size() & 0xff),
-                                    static_cast<unsigned char>(header.size() >> 8)};
-  out.insert(out.end(), header.begin(), header.end());
-  const auto* raw = static_cast<const unsigned char*>(data);
-  out.insert(out.end(), raw, raw + count * item_size(type));
+  const std::size_t payload = count * item_size(type);
+  std::vector<unsigned char> out(10 + header.size() + payload);
+  const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                      static_cast<unsigned char>(header.size() & 0xff),
+                                      static_cast<unsigned char>(header.size() >> 8)};
+  std::memcpy(out.data(), preamble, sizeof preamble);
+  std::memcpy(out.data() + 10, header.data(), header.size());
+  if (payload > 0) std::memcpy(out.data() + 10 + header.size(), data, payload);
   return out;
 }
 

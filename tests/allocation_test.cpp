@@ -1,0 +1,87 @@
+// Once the workspace and plan are sized, a routing call makes no heap allocation.
+// This binary counts every global operator new.
+
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "plan_checks.hpp"
+
+namespace {
+std::atomic<long> allocations{0};
+}
+
+void* operator new(std::size_t size) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return ::operator new(size); }
+void* operator new(std::size_t size, std::align_val_t alignment) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t a = static_cast<std::size_t>(alignment);
+  if (void* p = std::aligned_alloc(a, (size + a - 1) / a * a)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+TEST_CASE("a sequential routing call allocates nothing, for every preset") {
+  namespace mr = test::mr;
+  std::mt19937 rng(5);
+  const int n = 300, experts = 256, k = 8, devices = 4;
+  std::vector<float> scores(static_cast<std::size_t>(n) * experts);
+  for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  std::vector<std::int32_t> placement(experts), segments;
+  for (int e = 0; e < experts; ++e) placement[static_cast<std::size_t>(e)] = e % devices;
+  for (int o = 0; o <= n; o += 4) segments.push_back(o);
+  mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
+  batch.placement = placement.data();
+  batch.device_count = devices;
+  batch.segments = segments.data();
+  batch.request_count = static_cast<int>(segments.size()) - 1;
+  mr::cpu::workspace ws({n, experts, k});
+  mr::routing_plan plan(n, k, experts, devices);
+  for (const char* text : {"topk(k=8)", "oea(k0=4,top_p=0.8,max_rank=20,k=8)", "pruned(k0=3,k=8)", "xshare(k0=1,m=16,k=8,gate=dense)",
+                           "xshare_spec(k0=1,m=2,m_r=4,k=8,gate=dense)", "xshare_ep(k0=1,m_g=20,k=8)", "lynx_lat(d=32,k=8)",
+                           "lynx_acc(conf=0.5,budget=24,k=8)", "skip(beta=0.3,k=8)"}) {
+    CAPTURE(text);
+    const auto policy = mr::parse_policy_or_throw(text);
+    REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());  // warm-up
+    const long before = allocations.load();
+    for (int call = 0; call < 5; ++call) REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
+    CHECK(allocations.load() - before == 0);
+  }
+  // The compile-time form too.
+  const auto compiled = mr::presets::xshare_batch(1, 16, k);
+  REQUIRE(mr::cpu::route(compiled, batch, plan.view(), ws).ok());
+  const long before = allocations.load();
+  REQUIRE(mr::cpu::route(compiled, batch, plan.view(), ws).ok());
+  CHECK(allocations.load() - before == 0);
+}
+
+TEST_CASE("parallel routing calls: the library allocates nothing of its own") {
+  // TBB's scheduler may allocate task objects from its own pools; global operator new
+  // (what the library itself would use) stays untouched after warm-up.
+  namespace mr = test::mr;
+  const int n = 1024, experts = 128, k = 8;
+  std::vector<float> scores(static_cast<std::size_t>(n) * experts);
+  std::mt19937 rng(6);
+  for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
+  mr::cpu::workspace ws({n, experts, k});
+  mr::routing_plan plan(n, k, experts);
+  const auto policy = mr::presets::oea(3, k);
+  for (int warm = 0; warm < 50; ++warm) REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par).ok());
+  int failures = 0;
+  const long before = allocations.load();
+  for (int call = 0; call < 20; ++call) failures += mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par).ok() ? 0 : 1;
+  const long made = allocations.load() - before;
+  CHECK(failures == 0);
+  CHECK(made == 0);
+}

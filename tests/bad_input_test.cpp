@@ -1,0 +1,182 @@
+// Bad input gets a status (or, in the convenience layer, an exception) whose message
+// names the parameter and its value; non-finite scores never produce a bad weight.
+
+#include <limits>
+
+#include "plan_checks.hpp"
+
+namespace {
+namespace mr = test::mr;
+
+struct fixture {
+  int n = 4, experts = 16, k = 4;
+  std::vector<float> scores = std::vector<float>(64, 0.5f);
+  mr::routing_batch<float> batch{mr::make_score_view(scores.data(), 4, 16)};
+  mr::cpu::workspace ws{{4, 16, 4}};
+  mr::routing_plan plan{4, 4, 16};
+
+  std::string route() { return mr::to_string(mr::cpu::route(mr::presets::oea(2, 4), batch, plan.view(), ws)); }
+};
+}  // namespace
+
+TEST_CASE("shape and input errors name what is wrong") {
+  fixture f;
+  REQUIRE(f.route() == "ok");
+  SUBCASE("row stride below E") {
+    f.batch.scores.row_stride = 8;
+    CHECK(f.route() == "shape mismatch: batch.row_stride = 8: must be at least batch.E = 16");
+  }
+  SUBCASE("null scores") {
+    f.batch.scores.data = nullptr;
+    CHECK(f.route() == "null pointer: batch.scores.data = 0: must not be null when batch.n = 4");
+  }
+  SUBCASE("too few experts") {
+    f.batch.scores.cols = 1;
+    CHECK(f.route() == "shape mismatch: batch.E = 1: must be in [2, max_experts] max_experts = 1024");
+  }
+  SUBCASE("batch larger than supported") {
+    f.batch.scores.rows = 20000;
+    CHECK(f.route() == "shape mismatch: batch.n = 20000: must be in [0, max_tokens] max_tokens = 16384");
+  }
+  SUBCASE("plan for another batch size") {
+    f.batch.scores.rows = 3;
+    CHECK(f.route() == "shape mismatch: plan.tokens = 4: must equal batch.n = 3");
+  }
+  SUBCASE("workspace for another expert count") {
+    f.ws = mr::cpu::workspace({4, 32, 4});
+    CHECK(f.route() == "workspace too small: workspace.experts = 32: must equal batch.E = 16");
+  }
+  SUBCASE("workspace for fewer tokens") {
+    f.ws = mr::cpu::workspace({2, 16, 4});
+    CHECK(f.route() == "workspace too small: workspace.max_tokens = 2: must be at least batch.n = 4");
+  }
+  SUBCASE("k larger than E") {
+    f.batch.scores.cols = 3;
+    f.batch.scores.row_stride = 16;
+    f.ws = mr::cpu::workspace({4, 3, 4});
+    CHECK(f.route() == "invalid parameter: k = 4: must be at most the expert count E = 3");
+  }
+  SUBCASE("bias with softmax scoring") {
+    std::vector<float> bias(16, 0.0f);
+    f.batch.bias = bias.data();
+    CHECK(f.route().find("batch.bias") != std::string::npos);
+  }
+  SUBCASE("groups that do not divide E") {
+    f.batch.groups = {5, 2};
+    CHECK(f.route() == "invalid parameter: groups.n_group = 5: must divide the expert count batch.E = 16");
+  }
+  SUBCASE("topk_group above n_group") {
+    f.batch.groups = {4, 5};
+    CHECK(f.route() == "invalid parameter: groups.topk_group = 5: must be in [1, groups.n_group] groups.n_group = 4");
+  }
+  SUBCASE("segments that go backwards") {
+    const std::vector<std::int32_t> segments = {0, 3, 2, 4};
+    f.batch.segments = segments.data();
+    f.batch.request_count = 3;
+    CHECK(f.route() == "invalid input: segments[r+1] = 2: must not be below the previous offset segments[r] = 3");
+  }
+  SUBCASE("segments that do not cover the batch") {
+    const std::vector<std::int32_t> segments = {0, 3};
+    f.batch.segments = segments.data();
+    f.batch.request_count = 1;
+    CHECK(f.route() == "invalid input: segments[R] = 3: must equal batch.n = 4");
+  }
+  SUBCASE("placement outside the devices") {
+    std::vector<std::int32_t> placement(16, 0);
+    placement[7] = 2;
+    f.batch.placement = placement.data();
+    f.batch.device_count = 2;
+    CHECK(f.route() == "invalid input: placement[e] = 2: must be in [0, device_count) batch.device_count = 2");
+  }
+  SUBCASE("null plan buffers") {
+    mr::plan_view view = f.plan.view();
+    view.ids = nullptr;
+    CHECK(mr::to_string(mr::cpu::route(mr::presets::oea(2, 4), f.batch, view, f.ws)).find("plan.ids") != std::string::npos);
+  }
+}
+
+TEST_CASE("the convenience router throws routing_error with the same message") {
+  CHECK_THROWS_WITH_AS(mr::cpu::router(mr::presets::oea(6, 4), {4, 16, 4}),
+                       "invalid parameter: prune.k0 = 6: must be at most the experts each token is assigned, refine.k = 4",
+                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::cpu::router(mr::presets::oea(2, 4), {4, 16, 40}),
+                       "invalid parameter: top_k = 40: must be in [1, max_top_k] max_top_k = 32", mr::routing_error);
+  mr::cpu::router router(mr::presets::oea(2, 4), {4, 16, 4});
+  std::vector<float> scores(5 * 16, 0.1f);
+  mr::routing_batch<float> too_many{mr::make_score_view(scores.data(), 5, 16)};
+  CHECK_THROWS_WITH_AS(router.route(too_many), "workspace too small: workspace.max_tokens = 4: must be at least batch.n = 5",
+                       mr::routing_error);
+  mr::routing_batch<float> fine{mr::make_score_view(scores.data(), 4, 16)};
+  CHECK(router.route(fine).summary().active_count >= 1);
+}
+
+TEST_CASE("empty batches and fully masked batches route to nothing") {
+  for (const char* text : {"topk(k=4)", "oea(k0=2,k=4)", "xshare(k0=1,m=3,k=4)", "lynx_acc(conf=0.5,budget=3,k=4)",
+                           "xshare_spec(k0=1,m=1,m_r=2,k=4)", "lynx_lat(d=3,k=4)"}) {
+    CAPTURE(text);
+    const auto policy = mr::parse_policy_or_throw(text);
+    std::vector<float> scores(3 * 16, 1.0f);
+    mr::cpu::workspace ws({3, 16, 4});
+    mr::routing_plan empty(0, 4, 16);
+    mr::routing_batch<float> none{mr::make_score_view(scores.data(), 0, 16)};
+    REQUIRE(mr::cpu::route(policy, none, empty.view(), ws).ok());
+    CHECK(empty.summary().active_count == 0);
+
+    const std::vector<std::uint8_t> mask(3, 0);
+    mr::routing_batch<float> masked{mr::make_score_view(scores.data(), 3, 16)};
+    masked.token_mask = mask.data();
+    mr::routing_plan plan(3, 4, 16, 0, {mr::padding_kind::repeat, -1});
+    REQUIRE(mr::cpu::route(policy, masked, plan.view(), ws).ok());
+    CHECK(plan.summary().active_count == 0);
+    CHECK(plan.ids() == std::vector<std::int32_t>(12, -1));  // no active expert to repeat
+    CHECK(plan.weights() == std::vector<float>(12, 0.0f));
+  }
+}
+
+TEST_CASE("non-finite scores: every row still gets a valid, finite, non-negative assignment") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const int experts = 8, k = 3;
+  const std::vector<std::vector<float>> rows = {
+      std::vector<float>(experts, nan),
+      std::vector<float>(experts, inf),
+      std::vector<float>(experts, -inf),
+      {nan, inf, -inf, 1.0f, nan, inf, 0.0f, -1.0f},
+      {1e38f, 3e38f, -3e38f, 1e-45f, -0.0f, 0.0f, nan, 2.0f},
+      {-5.0f, -1.0f, -2.0f, -3.0f, nan, nan, nan, nan},
+  };
+  std::vector<float> scores;
+  for (const auto& row : rows) scores.insert(scores.end(), row.begin(), row.end());
+  const int n = static_cast<int>(rows.size());
+  for (const auto mode : {mr::scoring::softmax, mr::scoring::sigmoid, mr::scoring::sqrtsoftplus, mr::scoring::probabilities}) {
+    for (const char* text : {"topk(k=3)", "oea(k0=1,top_p=0.5,k=3)", "xshare(k0=1,m=2,k=3,gate=dense)", "lynx_acc(conf=0.9,budget=2,k=3)",
+                             "skip(beta=0.5,k=3)", "topk(k=3,weights=raw,scale=3)"}) {
+      CAPTURE(static_cast<int>(mode));
+      CAPTURE(text);
+      const auto policy = mr::parse_policy_or_throw(text);
+      mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
+      batch.mode = mode;
+      mr::cpu::workspace ws({n, experts, k});
+      mr::routing_plan plan(n, k, experts);
+      REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
+      for (int i = 0; i < n; ++i) {
+        REQUIRE(plan.count(i) >= 1);
+        float sum = 0;
+        for (int j = 0; j < k; ++j) {
+          REQUIRE(std::isfinite(plan.weight(i, j)));
+          REQUIRE(plan.weight(i, j) >= 0.0f);
+          sum += plan.weight(i, j);
+        }
+        if (policy.assignment.weights == mr::weighting::renormalize) REQUIRE(sum == doctest::Approx(1.0f).epsilon(1e-5));
+      }
+      // +inf ranks first, NaN last (SPEC section 2): row 3 in a mode that keeps +inf.
+      if (mode == mr::scoring::probabilities) {
+        mr::routing_plan top(n, k, experts);
+        REQUIRE(mr::cpu::route(mr::presets::vanilla(3), batch, top.view(), ws).ok());
+        CHECK(top.id(3, 0) == 1);
+        CHECK(top.id(3, 1) == 5);
+        CHECK(top.id(3, 2) == 3);
+        CHECK(top.id(0, 0) == 0);  // all NaN: ties to the lower index
+      }
+    }
+  }
+}
