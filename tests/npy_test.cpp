@@ -12,11 +12,12 @@ std::vector<unsigned char> bytes_of(const std::string& text) { return {text.begi
 
 /// A version-1 file with an arbitrary header text and payload size.
 std::vector<unsigned char> handmade(const std::string& header, std::size_t payload) {
-  std::vector<unsigned char> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                                    static_cast<unsigned char>(header.size() & 0xff),
-                                    static_cast<unsigned char>(header.size() >> 8)};
-  out.insert(out.end(), header.begin(), header.end());
-  out.resize(out.size() + payload, 0);
+  std::vector<unsigned char> out(10 + header.size() + payload, 0);
+  const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                      static_cast<unsigned char>(header.size() & 0xff),
+                                      static_cast<unsigned char>(header.size() >> 8)};
+  std::memcpy(out.data(), preamble, 10);
+  std::memcpy(out.data() + 10, header.data(), header.size());
   return out;
 }
 }  // namespace
@@ -43,12 +44,11 @@ TEST_CASE("every dtype and shape round-trips") {
 TEST_CASE("a file numpy.save wrote (bytes taken from numpy 1.26) reads back") {
   // np.save(f, np.array([[1.5, -2.0]], dtype=np.float32))
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }";
-  header.append(64 - 10 - header.size() - 1, ' ');
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
   header += '\n';
-  auto file = handmade(header, 0);
+  auto file = handmade(header, 8);
   const float values[] = {1.5f, -2.0f};
-  const auto* raw = reinterpret_cast<const unsigned char*>(values);
-  file.insert(file.end(), raw, raw + 8);
+  std::memcpy(file.data() + file.size() - 8, values, 8);
   const npy::array a = npy::parse(file.data(), file.size(), "x.npy");
   REQUIRE(a.shape == std::vector<std::size_t>{1, 2});
   CHECK(a.data<float>()[0] == 1.5f);

@@ -33,11 +33,11 @@ class arguments {
       for (const auto& k : known) is_known = is_known || k == name;
       if (!is_known) throw usage_error("unknown option '" + word + "'");
       if (is_flag) {
-        values_[name] = "1";
+        values_.insert_or_assign(name, std::string(1, '1'));
         continue;
       }
       if (i + 1 >= words.size()) throw usage_error("option '" + word + "' needs a value");
-      values_[name] = words[++i];
+      values_.insert_or_assign(name, words[++i]);
     }
   }
 
