@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY backends/cpu/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS moe_routing moe_routing_cpu EXPORT moe_routing_targets)
-install(EXPORT moe_routing_targets NAMESPACE moe_routing::
+install(EXPORT moe_routing_targets NAMESPACE moe_routing:: FILE moe_routing-targets.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/moe_routing)
 export(EXPORT moe_routing_targets NAMESPACE moe_routing::
        FILE ${CMAKE_CURRENT_BINARY_DIR}/moe_routing-targets.cmake)

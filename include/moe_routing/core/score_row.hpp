@@ -77,6 +77,35 @@ MOE_ROUTING_HOST_DEVICE inline float score_group(const float* s, int begin, int 
 
 }  // namespace detail
 
+namespace detail {
+
+/// Softmax statistics and p of a row whose inputs are already in `p`, in place:
+/// one exp per expert. p = exp(x - max) / denominator, the formula `probability_of`
+/// uses, so later recomputations of one p match bit for bit.
+MOE_ROUTING_HOST_DEVICE inline void softmax_in_place(float* p, int experts, row_stats& stats) noexcept {
+  constexpr float infinity = std::numeric_limits<float>::infinity();
+  float m = -infinity;
+  for (int e = 0; e < experts; ++e) m = p[e] > m ? p[e] : m;
+  stats.max_logit = m;
+  if (m == infinity || m == -infinity) {
+    float denominator = 0;
+    for (int e = 0; e < experts; ++e) denominator += (m == -infinity || p[e] == m) ? 1.0f : 0.0f;
+    stats.denominator = denominator;
+    for (int e = 0; e < experts; ++e) p[e] = probability_of(scoring::softmax, p[e], stats);
+    return;
+  }
+  float denominator = 0;
+  for (int e = 0; e < experts; ++e) {
+    const float v = std::exp(p[e] - m);
+    p[e] = v == v ? v : 0.0f;  // NaN logits weigh nothing
+    denominator += p[e];
+  }
+  stats.denominator = denominator;
+  for (int e = 0; e < experts; ++e) p[e] = p[e] / denominator;
+}
+
+}  // namespace detail
+
 /// Scores one row: writes p[e] and keys[e] for every expert and returns the row
 /// statistics. With a group limit, non-candidate experts get `excluded_rank_key`.
 /// `scratch` needs room for E floats (the s values) when a group limit is enabled.
@@ -85,32 +114,20 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
                                             const float* bias, const group_limit& groups,
                                             float* p, rank_key* keys, float* scratch) noexcept {
   row_stats stats;
+  for (int e = 0; e < experts; ++e) p[e] = to_float(row[e]);
   if (mode == scoring::softmax) {
-    float m = -std::numeric_limits<float>::infinity();
+    for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(p[e], e);  // rank by logits
+    detail::softmax_in_place(p, experts, stats);
+    if (groups.enabled()) {
+      for (int e = 0; e < experts; ++e) scratch[e] = p[e];
+    }
+  } else {
     for (int e = 0; e < experts; ++e) {
-      const float x = to_float(row[e]);
-      if (x > m) m = x;
+      p[e] = probability_of(mode, p[e], stats);
+      const float s = selection_score(mode, 0.0f, p[e], bias, e);
+      keys[e] = make_rank_key(s, e);
+      if (groups.enabled()) scratch[e] = s;
     }
-    float denominator = 0;
-    if (m == std::numeric_limits<float>::infinity()) {
-      for (int e = 0; e < experts; ++e) denominator += to_float(row[e]) == m ? 1.0f : 0.0f;
-    } else if (m == -std::numeric_limits<float>::infinity()) {
-      denominator = static_cast<float>(experts);
-    } else {
-      for (int e = 0; e < experts; ++e) {
-        const float x = to_float(row[e]);
-        if (x == x) denominator += std::exp(x - m);
-      }
-    }
-    stats.max_logit = m;
-    stats.denominator = denominator;
-  }
-  for (int e = 0; e < experts; ++e) {
-    const float x = to_float(row[e]);
-    p[e] = probability_of(mode, x, stats);
-    const float s = selection_score(mode, x, p[e], bias, e);
-    keys[e] = make_rank_key(s, e);
-    if (groups.enabled()) scratch[e] = mode == scoring::softmax ? p[e] : s;
   }
   bool group_kept[max_experts];
   const int group_size = groups.enabled() ? experts / groups.n_group : experts;
@@ -145,6 +162,20 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
   stats.candidate_total = total;
   stats.max_candidate_p = max_p;
   return stats;
+}
+
+/// Rank keys of one row without its p, for rescoring a row later: softmax needs no
+/// exp (it ranks by logits) unless a group limit needs p. `p` and `scratch` are
+/// scratch space of E floats.
+template <score_element Element>
+MOE_ROUTING_HOST_DEVICE void rank_row(const Element* row, int experts, scoring mode,
+                                      const float* bias, const group_limit& groups, float* p,
+                                      rank_key* keys, float* scratch) noexcept {
+  if (mode == scoring::softmax && !groups.enabled()) {
+    for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(to_float(row[e]), e);
+    return;
+  }
+  (void)score_row(row, experts, mode, bias, groups, p, keys, scratch);
 }
 
 /// Writes the `count` best experts of a scored row to `ids` in rank order (and their

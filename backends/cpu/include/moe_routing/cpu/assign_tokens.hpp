@@ -55,9 +55,8 @@ int assign_token(const refine& stage, Context& context, int token, int chunk,
   if (count == k || (count > 0 && max_rank <= context.top_k())) return count;
 
   // Ranks beyond the stored top-k matter: rescore the row and select from S directly.
-  context.score_full_row(token, chunk);
+  context.rank_full_row(token, chunk);
   rank_key* keys = context.scratch_keys(chunk);
-  const float* row_p = context.scratch_p(chunk);
   rank_key threshold = 0;
   if (max_rank < experts) {
     // The key of rank max_rank - 1; keys at or above it rank below max_rank.
@@ -89,7 +88,7 @@ int assign_token(const refine& stage, Context& context, int token, int chunk,
   }
   for (int j = 0; j < found; ++j) {
     ids[j] = expert_of(chosen[j]);
-    p[j] = row_p[ids[j]];
+    p[j] = context.probability(token, ids[j]);
   }
   return found;
 }

@@ -65,6 +65,16 @@ class route_context {
     return score_row(batch_.scores.row(token), experts(), batch_.mode, batch_.bias,
                      batch_.groups, scratch_p(chunk), scratch_keys(chunk), scratch_s(chunk));
   }
+  /// Rank keys of every expert of a token's row into `scratch_keys(chunk)`, without
+  /// its p where the scoring allows; p of any expert is then `probability(token, e)`.
+  void rank_full_row(int token, int chunk) const noexcept {
+    rank_row(batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups,
+             scratch_p(chunk), scratch_keys(chunk), scratch_s(chunk));
+  }
+  /// p of one expert, recomputed exactly as the scoring pass computed it.
+  float probability(int token, int expert) const noexcept {
+    return probability_of(batch_.mode, to_float(batch_.scores.row(token)[expert]), stats(token));
+  }
   float* scratch_p(int chunk) const noexcept { return ws_.chunk_p.data() + chunk_offset(chunk); }
   float* scratch_s(int chunk) const noexcept { return ws_.chunk_s.data() + chunk_offset(chunk); }
   rank_key* scratch_keys(int chunk) const noexcept { return ws_.chunk_keys.data() + chunk_offset(chunk); }

@@ -1,0 +1,13 @@
+// Must not compile: a user set stage the CPU backend cannot run (no apply member).
+#include <moe_routing/cpu.hpp>
+#include <moe_routing/moe_routing.hpp>
+struct silent_stage {
+  static constexpr moe_routing::stage_role role = moe_routing::stage_role::set;
+};
+int main() {
+  float scores[16] = {};
+  moe_routing::routing_batch<float> batch{moe_routing::make_score_view(scores, 2, 8)};
+  moe_routing::cpu::workspace ws({2, 8, 2});
+  moe_routing::routing_plan plan(2, 2, 8);
+  (void)moe_routing::cpu::route(moe_routing::prune{.k0 = 1} | silent_stage{} | moe_routing::refine{.k = 2}, batch, plan.view(), ws);
+}
