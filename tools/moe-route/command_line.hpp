@@ -52,33 +52,29 @@ class arguments {
     return it->second;
   }
   long long integer(const std::string& name, long long fallback) const {
-    if (!has(name)) return fallback;
-    const std::string text = get(name, "");
-    std::size_t used = 0;
-    long long value = 0;
-    try {
-      value = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != text.size() || text.empty()) throw usage_error("--" + name + " expects an integer, got '" + text + "'");
-    return value;
+    return number<long long>(name, fallback, "an integer", [](const std::string& t, std::size_t* used) { return std::stoll(t, used); });
   }
   double real(const std::string& name, double fallback) const {
-    if (!has(name)) return fallback;
-    const std::string text = get(name, "");
-    std::size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != text.size() || text.empty()) throw usage_error("--" + name + " expects a number, got '" + text + "'");
-    return value;
+    return number<double>(name, fallback, "a number", [](const std::string& t, std::size_t* used) { return std::stod(t, used); });
   }
 
  private:
+  /// The whole text of --name converted by `convert`, or a usage error naming it.
+  template <class Number, class Convert>
+  Number number(const std::string& name, Number fallback, const char* what, Convert convert) const {
+    if (!has(name)) return fallback;
+    const std::string text = get(name, "");
+    std::size_t used = 0;
+    Number value{};
+    try {
+      value = convert(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || text.empty()) throw usage_error("--" + name + " expects " + what + ", got '" + text + "'");
+    return value;
+  }
+
   std::map<std::string, std::string> values_;
 };
 

@@ -178,21 +178,25 @@ MOE_ROUTING_HOST_DEVICE void rank_row(const Element* row, int experts, scoring m
   (void)score_row(row, experts, mode, bias, groups, p, keys, scratch);
 }
 
-/// Writes the `count` best experts of a scored row to `ids` in rank order (and their
-/// keys to `top_keys`). Insertion into a sorted prefix: O(E + inserts * count).
+/// Keeps `top[0..filled)` the largest keys seen, in descending order, at most `count`
+/// of them: inserts `key` if it belongs. O(count) per insertion.
+MOE_ROUTING_HOST_DEVICE inline void insert_ranked(rank_key* top, int& filled, int count,
+                                                  rank_key key) noexcept {
+  if (filled == count && key <= top[count - 1]) return;
+  int position = filled < count ? filled++ : count - 1;
+  while (position > 0 && top[position - 1] < key) {
+    top[position] = top[position - 1];
+    --position;
+  }
+  top[position] = key;
+}
+
+/// Writes the `count` best keys of a scored row to `top_keys` in rank order.
+/// O(E + inserts * count).
 MOE_ROUTING_HOST_DEVICE inline void select_top(const rank_key* keys, int experts, int count,
                                                rank_key* top_keys) noexcept {
   int filled = 0;
-  for (int e = 0; e < experts; ++e) {
-    const rank_key key = keys[e];
-    if (filled == count && key <= top_keys[count - 1]) continue;
-    int position = filled < count ? filled++ : count - 1;
-    while (position > 0 && top_keys[position - 1] < key) {
-      top_keys[position] = top_keys[position - 1];
-      --position;
-    }
-    top_keys[position] = key;
-  }
+  for (int e = 0; e < experts; ++e) insert_ranked(top_keys, filled, count, keys[e]);
 }
 
 }  // namespace moe_routing

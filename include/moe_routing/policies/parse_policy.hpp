@@ -194,14 +194,24 @@ class policy_parser {
     }
     return nullptr;
   }
-  bool integer(std::string_view name, int& out, bool required = false) {
+  /// The argument `name`, marked used; null when absent (an error when required).
+  policy_argument* take(std::string_view name, bool required, bool& ok) {
     policy_argument* argument = find(name);
+    ok = true;
     if (argument == nullptr) {
-      if (!required) return true;
-      missing_ = name.data();  // the names passed here are string literals
-      return expect("expected this required argument, which is missing", name_column_);
+      if (required) {
+        missing_ = name.data();  // the names passed here are string literals
+        ok = expect("expected this required argument, which is missing", name_column_);
+      }
+      return nullptr;
     }
     argument->used = true;
+    return argument;
+  }
+  bool integer(std::string_view name, int& out, bool required = false) {
+    bool ok = true;
+    const policy_argument* argument = take(name, required, ok);
+    if (argument == nullptr) return ok;
     if (!argument->is_number || argument->number != std::floor(argument->number) ||
         std::fabs(argument->number) > 1e9) {
       return expect("expected an integer value", static_cast<std::size_t>(argument->column));
@@ -210,16 +220,10 @@ class policy_parser {
     return true;
   }
   bool real(std::string_view name, float& out, bool required = false) {
-    policy_argument* argument = find(name);
-    if (argument == nullptr) {
-      if (!required) return true;
-      missing_ = name.data();  // the names passed here are string literals
-      return expect("expected this required argument, which is missing", name_column_);
-    }
-    argument->used = true;
-    if (!argument->is_number) {
-      return expect("expected a number", static_cast<std::size_t>(argument->column));
-    }
+    bool ok = true;
+    const policy_argument* argument = take(name, required, ok);
+    if (argument == nullptr) return ok;
+    if (!argument->is_number) return expect("expected a number", static_cast<std::size_t>(argument->column));
     out = static_cast<float>(argument->number);
     return true;
   }

@@ -21,11 +21,7 @@ struct per_request {
     return {};
   }
   constexpr status bind(const binding_shape& shape) const noexcept {
-    if (k0 > shape.top_k) {
-      return fail(errc::invalid_parameter, "per_request.k0", k0, "must be at most the model's",
-                  "top_k", shape.top_k);
-    }
-    return {};
+    return check_at_most_top_k("per_request.k0", k0, shape);
   }
   constexpr int guaranteed_depth() const noexcept { return k0; }
 };

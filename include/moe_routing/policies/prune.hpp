@@ -25,11 +25,7 @@ struct prune {
     return {};
   }
   constexpr status bind(const binding_shape& shape) const noexcept {
-    if (k0 > shape.top_k) {
-      return fail(errc::invalid_parameter, "prune.k0", k0, "must be at most the model's",
-                  "top_k", shape.top_k);
-    }
-    return {};
+    return check_at_most_top_k("prune.k0", k0, shape);
   }
   constexpr int guaranteed_depth() const noexcept { return k0; }
 };

@@ -31,11 +31,7 @@ struct refine {
     return {};
   }
   constexpr status bind(const binding_shape& shape) const noexcept {
-    if (k > shape.top_k) {
-      return fail(errc::invalid_parameter, "refine.k", k, "must be at most the model's",
-                  "top_k", shape.top_k);
-    }
-    return {};
+    return check_at_most_top_k("refine.k", k, shape);
   }
   constexpr int effective_k(int top_k) const noexcept { return k == 0 ? top_k : k; }
 };

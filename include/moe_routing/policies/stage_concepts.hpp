@@ -31,6 +31,16 @@ struct binding_shape {
   bool has_placement = false;
 };
 
+/// The shape check shared by every stage parameter that counts experts per token.
+constexpr status check_at_most_top_k(const char* parameter, int value,
+                                     const binding_shape& shape) noexcept {
+  if (value > shape.top_k) {
+    return fail(errc::invalid_parameter, parameter, value, "must be at most the model's", "top_k",
+                shape.top_k);
+  }
+  return {};
+}
+
 template <class Stage>
 concept set_stage = std::is_trivially_copyable_v<Stage> && requires {
   { Stage::role } -> std::convertible_to<stage_role>;

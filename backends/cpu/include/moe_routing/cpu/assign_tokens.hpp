@@ -73,14 +73,7 @@ int assign_token(const refine& stage, Context& context, int token, int chunk,
     const rank_key key = keys[e];
     if (!any_in_s || key > best_in_s) best_in_s = key;
     any_in_s = true;
-    if (key < threshold) return;
-    if (found == k && key <= chosen[k - 1]) return;
-    int position = found < k ? found++ : k - 1;
-    while (position > 0 && chosen[position - 1] < key) {
-      chosen[position] = chosen[position - 1];
-      --position;
-    }
-    chosen[position] = key;
+    if (key >= threshold) insert_ranked(chosen, found, k, key);
   });
   if (found == 0 && any_in_s) {
     chosen[0] = best_in_s;
