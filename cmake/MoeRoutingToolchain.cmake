@@ -27,3 +27,11 @@ if(MOE_ROUTING_NATIVE)
     target_compile_options(moe_routing_native INTERFACE -march=native)
   endif()
 endif()
+
+# Sanitized builds of the project's own targets: MOE_ROUTING_SANITIZE=address,undefined
+# or thread. UBSan findings abort, so a test run fails on any of them.
+set(MOE_ROUTING_SANITIZE "" CACHE STRING "Sanitizers for the project's own targets (e.g. address,undefined or thread)")
+if(MOE_ROUTING_SANITIZE AND MOE_ROUTING_TOP_LEVEL)
+  add_compile_options(-fsanitize=${MOE_ROUTING_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${MOE_ROUTING_SANITIZE})
+endif()

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The README's two Quick start commands:
 #   bash cmake/quickstart.sh demo   installs what is missing, builds and runs the demo
-#   bash cmake/quickstart.sh test   installs what is missing, builds and runs every test
+#   bash cmake/quickstart.sh test   installs what is missing, builds and runs every test:
+#                                   the suite (g++), then under ASan+UBSan and TSan (clang),
+#                                   then each libFuzzer target for MOE_ROUTING_FUZZ_SECONDS
+#                                   (default 60). MOE_ROUTING_QUICK=1 runs the suite only.
 # Works on a fresh Debian 12 machine as root (or with sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ doctest-dev librange-v3-dev libtbb-dev libbenchmark-dev ccache)
+[ "${1:-}" = test ] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -33,6 +37,31 @@ case "${1:-}" in
     configure
     cmake --build "$build" -j "$jobs"
     ctest --test-dir "$build" --output-on-failure -j "$jobs"
+    [ "${MOE_ROUTING_QUICK:-0}" = 1 ] && exit 0
+
+    sanitized() {  # sanitized DIR SANITIZERS [cmake options...]
+      local dir=$1 sanitizers=$2
+      shift 2
+      CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DMOE_ROUTING_SANITIZE="$sanitizers" -DMOE_ROUTING_BUILD_BENCHMARKS=OFF \
+        -DMOE_ROUTING_BUILD_EXAMPLES=OFF "$@" >/dev/null
+    }
+    echo "== AddressSanitizer + UndefinedBehaviorSanitizer: the whole suite"
+    sanitized "$build-asan" address,undefined
+    cmake --build "$build-asan" -j "$jobs"
+    ctest --test-dir "$build-asan" --output-on-failure -j "$jobs" -LE "soak|build"
+
+    echo "== ThreadSanitizer: the threaded CPU paths"
+    sanitized "$build-tsan" thread -DMOE_ROUTING_BUILD_TOOLS=OFF
+    cmake --build "$build-tsan" -j "$jobs" --target moe_routing_tests
+    TSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/tsan.supp halt_on_error=1" \
+      ctest --test-dir "$build-tsan" --output-on-failure -j "$jobs" -R "plans are identical|concurrent routing"
+
+    echo "== libFuzzer: ${MOE_ROUTING_FUZZ_SECONDS:-60} s per target"
+    sanitized "$build-fuzz" "" -DMOE_ROUTING_BUILD_TOOLS=OFF -DMOE_ROUTING_BUILD_FUZZERS=ON \
+      -DMOE_ROUTING_FUZZ_SECONDS="${MOE_ROUTING_FUZZ_SECONDS:-60}"
+    cmake --build "$build-fuzz" -j "$jobs" --target route_fuzzer npy_fuzzer policy_fuzzer
+    ctest --test-dir "$build-fuzz" --output-on-failure -j "$jobs" -L fuzz -V | grep -E "stat::number_of_executed_units|stat::new_units_added|Test +#|tests passed|fuzzer: "
     ;;
   *)
     echo "usage: bash cmake/quickstart.sh demo|test" >&2

@@ -69,8 +69,8 @@ status check_call(const routing_batch<Element>& batch, const plan_view& plan, co
     return fail(errc::null_pointer, "plan.ids/weights/counts", 0, "must not be null when", "batch.n", n);
   }
   const workspace_shape& shape = ws.shape();
-  if (shape.experts != batch.experts()) {
-    return fail(errc::workspace_too_small, "workspace.experts", shape.experts, "must equal", "batch.E", batch.experts());
+  if (shape.experts < batch.experts()) {
+    return fail(errc::workspace_too_small, "workspace.experts", shape.experts, "must be at least", "batch.E", batch.experts());
   }
   if (shape.max_tokens < n) {
     return fail(errc::workspace_too_small, "workspace.max_tokens", shape.max_tokens, "must be at least", "batch.n", n);

@@ -18,10 +18,11 @@ namespace moe_routing::cpu {
 /// the plan never depends on the number of threads.
 inline constexpr int tokens_per_chunk = 64;
 
-/// The largest problem a workspace serves.
+/// The largest problem a workspace serves: any batch with at most these tokens, experts
+/// and plan width can reuse it.
 struct workspace_shape {
   int max_tokens = 0;  ///< largest n
-  int experts = 0;     ///< E
+  int experts = 0;     ///< largest E
   int top_k = 0;       ///< largest plan width k
 };
 
@@ -32,7 +33,7 @@ class workspace {
 
   /// Sizes every buffer; a no-op when the workspace is already large enough.
   void reserve(workspace_shape shape) {
-    if (shape.max_tokens <= shape_.max_tokens && shape.experts == shape_.experts &&
+    if (shape.max_tokens <= shape_.max_tokens && shape.experts <= shape_.experts &&
         shape.top_k <= shape_.top_k) {
       return;
     }
