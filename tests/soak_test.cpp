@@ -160,7 +160,9 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
   CHECK(failures == 0);
   CHECK(routed == batches);
   if (batches > 10000) {
-    CHECK(rss_end - rss_after_warmup < 1024);  // less than 1 MiB of growth
+    // The peak must not move (less than 1 MiB), and the current RSS must stay within it:
+    // RSS alone wanders below the peak as malloc reuses the checker's freed buffers.
     CHECK(peak_end - peak_after_warmup < 1024);
+    CHECK(rss_end <= peak_after_warmup + 1024);
   }
 }
