@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include <moe_routing/io/npy.hpp>
+#include <moe_routing/io/trace.hpp>
 
 #include "plan_checks.hpp"
 
@@ -129,4 +130,134 @@ TEST_CASE("moe-route exit statuses: 2 for bad arguments, 1 for bad input") {
         "moe-route: syntax error in policy at column 13: expected ',' or ')' after an argument");
   CHECK(run_output("route" + s + " --policy 'oea(k0=6,k=4)'" + out, dir.path) ==
         "moe-route: invalid parameter: prune.k0 = 6: must be at most the experts each token is assigned, refine.k = 4");
+}
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// The number after `"key": ` following position `from` in a JSON text.
+double json_number(const std::string& json, const std::string& key, std::size_t from) {
+  const std::size_t at = json.find("\"" + key + "\": ", from);
+  REQUIRE(at != std::string::npos);
+  return std::stod(json.substr(at + key.size() + 4));
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("moe-route gen writes a trace that route and replay read; replay's figures match a recount") {
+  scratch_dir dir;
+  const std::string trace_dir = dir.file("trace");
+  REQUIRE(run("gen --preset qwen3-30b-a3b --experts 64 --top-k 4 --layers 2 --tokens 8 --steps 5 --requests 2 --seed 5 --out " + trace_dir) == 0);
+  const mr::io::trace trace = mr::io::load_trace(trace_dir);
+  REQUIRE(trace.layers == 2);
+  REQUIRE(trace.tokens == 40);
+  REQUIRE(trace.experts == 64);
+
+  // route on the generator's files equals the library on the same batch
+  REQUIRE(run("route --trace " + trace_dir + " --layer 1 --step 2 --policy 'oea(k0=2,k=4)' --ids " + dir.file("i.npy") +
+              " --weights " + dir.file("w.npy")) == 0);
+  std::vector<std::int32_t> segments;
+  const auto batch = trace.batch<float>(1, 2, segments);
+  mr::routing_plan plan(8, 4, 64);
+  mr::cpu::workspace ws({8, 64, 4});
+  REQUIRE(mr::cpu::route(mr::presets::oea(2, 4), batch, plan.view(), ws).ok());
+  const auto ids = mr::npy::read(dir.file("i.npy"));
+  CHECK(std::vector<std::int32_t>(ids.data<std::int32_t>(), ids.data<std::int32_t>() + 32) == plan.ids());
+
+  // replay --json against figures recounted here: |active| from the ids, retained mass
+  // from a softmax computed here, recall against vanilla's rows.
+  const std::string out = dir.file("replay.json");
+  REQUIRE(std::system((std::string(MOE_ROUTE_BINARY) + " replay --trace " + trace_dir +
+                       " --policy 'topk(k=4)' --policy 'oea(k0=2,k=4)' --json > " + out + " 2>/dev/null").c_str()) == 0);
+  const std::string json = read_file(out);
+  double active = 0, retained = 0, recall = 0;
+  int samples = 0;
+  for (int layer = 0; layer < 2; ++layer) {
+    for (int s = 0; s < 5; ++s) {
+      const auto b = trace.batch<float>(layer, s, segments);
+      mr::routing_plan oea(8, 4, 64), vanilla(8, 4, 64);
+      REQUIRE(mr::cpu::route(mr::presets::oea(2, 4), b, oea.view(), ws).ok());
+      REQUIRE(mr::cpu::route(mr::presets::vanilla(4), b, vanilla.view(), ws).ok());
+      std::vector<bool> used(64, false);
+      double step_retained = 0, step_recall = 0;
+      for (int i = 0; i < 8; ++i) {
+        const float* x = b.scores.row(i);
+        double denominator = 0;
+        for (int e = 0; e < 64; ++e) denominator += std::exp(static_cast<double>(x[e]));
+        double kept = 0, full = 0;
+        int shared = 0;
+        for (int j = 0; j < oea.count(i); ++j) {
+          used[static_cast<std::size_t>(oea.id(i, j))] = true;
+          kept += std::exp(static_cast<double>(x[oea.id(i, j)])) / denominator;
+        }
+        for (int j = 0; j < 4; ++j) {
+          full += std::exp(static_cast<double>(x[vanilla.id(i, j)])) / denominator;
+          for (int q = 0; q < oea.count(i); ++q) shared += oea.id(i, q) == vanilla.id(i, j);
+        }
+        step_retained += kept / full / 8;
+        step_recall += shared / 4.0 / 8;
+      }
+      active += static_cast<double>(std::count(used.begin(), used.end(), true));
+      retained += step_retained;
+      recall += step_recall;
+      ++samples;
+    }
+  }
+  const std::size_t oea_at = json.find("\"policy\": \"oea(k0=2,k=4)\"");
+  REQUIRE(oea_at != std::string::npos);
+  CHECK(json_number(json, "mean_active", oea_at) == doctest::Approx(active / samples).epsilon(1e-5));
+  CHECK(json_number(json, "mean_retained_mass", oea_at) == doctest::Approx(retained / samples).epsilon(1e-5));
+  CHECK(json_number(json, "mean_recall", oea_at) == doctest::Approx(recall / samples).epsilon(1e-5));
+  CHECK(json_number(json, "modelled_latency_ratio", json.find("\"policy\": \"topk(k=4)\"")) == doctest::Approx(1.0));
+  CHECK(count_of(json, "\"layer\": ") == 4);  // two layers for each of two policies
+
+  REQUIRE(std::system((std::string(MOE_ROUTE_BINARY) + " replay --trace " + trace_dir +
+                       " --policy 'oea(k0=2,k=4)' --csv > " + out + " 2>/dev/null").c_str()) == 0);
+  CHECK(count_of(read_file(out), "\n") == 1 + 3);  // header, all, layer 0, layer 1
+}
+
+TEST_CASE("moe-route sweep writes one CSV row and one SVG point per configuration") {
+  scratch_dir dir;
+  const std::string trace_dir = dir.file("trace");
+  REQUIRE(run("gen --preset uniform --experts 32 --top-k 4 --tokens 8 --steps 4 --out " + trace_dir) == 0);
+  REQUIRE(run("sweep --trace " + trace_dir + " --grid 'oea(k0=1..6,k=4)' --grid 'skip(beta=0.1..0.5:0.2,k=4)' --csv " +
+              dir.file("s.csv") + " --svg " + dir.file("s.svg")) == 0);
+  // k0 = 5 and 6 do not fit k = 4 and are skipped: 4 + 3 configurations.
+  const std::string csv = read_file(dir.file("s.csv")), svg = read_file(dir.file("s.svg"));
+  CHECK(count_of(csv, "\n") == 1 + 7);
+  CHECK(count_of(svg, "class=\"point\"") == 7);
+  CHECK(count_of(svg, "class=\"frontier\"") == 1);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  CHECK(count_of(csv, ",1\n") >= 1);  // some configuration is on the Pareto frontier
+}
+
+TEST_CASE("every subcommand has --help; trace commands exit 2 for arguments, 1 for files") {
+  scratch_dir dir;
+  for (const char* command : {"route", "gen", "replay", "sweep"}) {
+    CAPTURE(command);
+    CHECK(run(std::string(command) + " --help") == 0);
+  }
+  CHECK(run("--help") == 0);
+  CHECK(run("gen --preset nonesuch --out " + dir.file("t")) == 2);
+  CHECK(run("gen --tokens 0 --out " + dir.file("t")) == 2);
+  CHECK(run("gen --preset uniform") == 2);  // no --out
+  CHECK(run("replay --trace " + dir.file("missing") + " --policy 'topk(k=2)'") == 1);
+  REQUIRE(run("gen --preset uniform --experts 16 --top-k 2 --tokens 4 --steps 2 --out " + dir.file("t")) == 0);
+  CHECK(run("replay --trace " + dir.file("t")) == 2);                              // no --policy
+  CHECK(run("replay --trace " + dir.file("t") + " --policy 'topk(k=2'") == 2);     // syntax
+  CHECK(run("replay --trace " + dir.file("t") + " --policy 'topk(k=8)'") == 2);    // k above the trace's
+  CHECK(run("sweep --trace " + dir.file("t") + " --grid 'oea(k0=3..1,k=2)'") == 2);  // empty range
+  CHECK(run("sweep --trace " + dir.file("t") + " --grid 'oea(k0=5..6,k=2)'") == 2);  // nothing fits
+  CHECK(run("route --trace " + dir.file("t") + " --step 9 --policy 'topk(k=2)' --ids " + dir.file("i") + " --weights " + dir.file("w")) == 2);
 }

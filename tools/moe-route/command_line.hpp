@@ -33,23 +33,29 @@ class arguments {
       for (const auto& k : known) is_known = is_known || k == name;
       if (!is_known) throw usage_error("unknown option '" + word + "'");
       if (is_flag) {
-        values_.insert_or_assign(name, std::string(1, '1'));
+        values_[name].push_back(std::string(1, '1'));
         continue;
       }
       if (i + 1 >= words.size()) throw usage_error("option '" + word + "' needs a value");
-      values_.insert_or_assign(name, words[++i]);
+      values_[name].push_back(words[++i]);
     }
   }
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }
+  /// The last value given for --name, or `fallback`.
   std::string get(const std::string& name, const std::string& fallback) const {
     const auto it = values_.find(name);
-    return it == values_.end() ? fallback : it->second;
+    return it == values_.end() ? fallback : it->second.back();
+  }
+  /// Every value given for a repeatable option, in order.
+  std::vector<std::string> all(const std::string& name) const {
+    const auto it = values_.find(name);
+    return it == values_.end() ? std::vector<std::string>{} : it->second;
   }
   std::string required(const std::string& name) const {
     const auto it = values_.find(name);
     if (it == values_.end()) throw usage_error("missing required option --" + name);
-    return it->second;
+    return it->second.back();
   }
   long long integer(const std::string& name, long long fallback) const {
     return number<long long>(name, fallback, "an integer", [](const std::string& t, std::size_t* used) { return std::stoll(t, used); });
@@ -75,9 +81,19 @@ class arguments {
     return value;
   }
 
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;
 };
 
+inline bool has_help(const std::vector<std::string>& words) {
+  for (const auto& word : words) {
+    if (word == "--help" || word == "-h") return true;
+  }
+  return false;
+}
+
 int route_command(const std::vector<std::string>& words);
+int gen_command(const std::vector<std::string>& words);
+int replay_command(const std::vector<std::string>& words);
+int sweep_command(const std::vector<std::string>& words);
 
 }  // namespace moe_route

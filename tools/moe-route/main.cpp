@@ -13,6 +13,9 @@ constexpr const char* usage_text =
     "\n"
     "commands:\n"
     "  route   route one batch of router scores (.npy) and write ids and weights (.npy)\n"
+    "  gen     write a synthetic router trace (uniform or a calibrated model preset)\n"
+    "  replay  replay policies over a trace: |active|, retained mass, recall, latency\n"
+    "  sweep   sweep policy parameters over a trace: CSV and an SVG Pareto plot\n"
     "\n"
     "Run 'moe-route <command> --help' for a command's options.\n";
 
@@ -28,6 +31,9 @@ int main(int argc, char** argv) {
   words.erase(words.begin());
   try {
     if (command == "route") return moe_route::route_command(words);
+    if (command == "gen") return moe_route::gen_command(words);
+    if (command == "replay") return moe_route::replay_command(words);
+    if (command == "sweep") return moe_route::sweep_command(words);
     throw moe_route::usage_error("unknown command '" + command + "' (try 'moe-route --help')");
   } catch (const moe_route::usage_error& error) {
     std::fprintf(stderr, "moe-route: %s\n", error.what());

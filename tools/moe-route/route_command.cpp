@@ -7,9 +7,11 @@
 #include <vector>
 
 #include <moe_routing/cpu.hpp>
+#include <moe_routing/io/trace.hpp>
 #include <moe_routing/moe_routing.hpp>
 
 #include "command_line.hpp"
+#include "trace_input.hpp"
 
 namespace moe_route {
 namespace {
@@ -18,9 +20,11 @@ namespace mr = moe_routing;
 
 constexpr const char* route_help =
     "usage: moe-route route --scores S.npy --policy TEXT --ids I.npy --weights W.npy [options]\n"
+    "       moe-route route --trace DIR [--layer L] [--step S] --policy TEXT --ids I.npy --weights W.npy\n"
     "\n"
-    "Routes one batch of router output ([n, E] float32 or float16) and writes int32 ids\n"
-    "and float32 weights [n, k] as .npy files.\n"
+    "Routes one batch of router output ([n, E] float32 or float16, or one layer and decode\n"
+    "step of a trace with its segments, mask and placement) and writes int32 ids and\n"
+    "float32 weights [n, k] as .npy files.\n"
     "\n"
     "  --policy TEXT        e.g. \"prune(k0=4) | refine(k=8)\" or \"oea(k0=4,k=8)\"\n"
     "  --scoring MODE       softmax (default) | sigmoid | sqrtsoftplus | probabilities\n"
@@ -78,16 +82,19 @@ Choice choose(const arguments& args, const std::string& name, const std::string&
   throw usage_error("--" + name + " must be one of " + allowed + ", got '" + value + "'");
 }
 
+/// Routes `batch` after applying the optional flags, and writes the outputs. Flags that
+/// are absent leave the batch as given (a trace supplies its own segments, mask, placement).
 template <class Element>
-int route_scores(const arguments& args, const mr::npy::array& scores, mr::runtime_policy policy) {
-  const int n = static_cast<int>(scores.shape[0]);
-  const int experts = static_cast<int>(scores.shape[1]);
-  mr::routing_batch<Element> batch{mr::make_score_view(scores.data<Element>(), n, experts)};
-  batch.mode = choose<mr::scoring>(args, "scoring", "softmax",
-                                   {{"softmax", mr::scoring::softmax},
-                                    {"sigmoid", mr::scoring::sigmoid},
-                                    {"sqrtsoftplus", mr::scoring::sqrtsoftplus},
-                                    {"probabilities", mr::scoring::probabilities}});
+int route_batch(const arguments& args, mr::routing_batch<Element> batch, mr::runtime_policy policy) {
+  const int n = batch.tokens();
+  const int experts = batch.experts();
+  if (args.has("scoring")) {
+    batch.mode = choose<mr::scoring>(args, "scoring", "softmax",
+                                     {{"softmax", mr::scoring::softmax},
+                                      {"sigmoid", mr::scoring::sigmoid},
+                                      {"sqrtsoftplus", mr::scoring::sqrtsoftplus},
+                                      {"probabilities", mr::scoring::probabilities}});
+  }
   batch.step = choose<mr::phase>(args, "phase", "decode",
                                  {{"decode", mr::phase::decode}, {"prefill", mr::phase::prefill}});
   std::vector<float> bias;
@@ -171,11 +178,11 @@ int route_scores(const arguments& args, const mr::npy::array& scores, mr::runtim
 }  // namespace
 
 int route_command(const std::vector<std::string>& words) {
-  if (std::find(words.begin(), words.end(), "--help") != words.end()) {
+  if (has_help(words)) {
     std::fputs(route_help, stdout);
     return 0;
   }
-  const arguments args(words, {"scores", "policy", "scoring", "bias", "groups", "group-score", "mask",
+  const arguments args(words, {"scores", "trace", "layer", "step", "policy", "scoring", "bias", "groups", "group-score", "mask",
                                "segments", "placement", "phase", "padding", "sentinel", "scale",
                                "top-k", "ids", "weights", "counts"});
   const std::string policy_text = args.required("policy");
@@ -183,16 +190,31 @@ int route_command(const std::vector<std::string>& words) {
   args.required("weights");
   const mr::parse_result parsed = mr::parse_policy(policy_text);
   if (!parsed.outcome.ok()) {
-    std::string message = mr::describe(parsed, policy_text);
+    const std::string message = mr::describe(parsed, policy_text);
     throw usage_error(message.substr(0, message.find('\n')));
+  }
+  if (args.has("trace")) {
+    if (args.has("scores")) throw usage_error("give --scores or --trace, not both");
+    const mr::io::trace trace = load_trace_or_fail(args.get("trace", ""));
+    const long long layer = args.integer("layer", 0), step = args.integer("step", 0);
+    if (layer < 0 || layer >= trace.layers) throw usage_error("--layer must be in [0, " + std::to_string(trace.layers) + ")");
+    if (step < 0 || step >= trace.step_count()) throw usage_error("--step must be in [0, " + std::to_string(trace.step_count()) + ")");
+    std::vector<std::int32_t> segments;
+    if (trace.half) return route_batch(args, trace.batch<mr::float16>(static_cast<int>(layer), static_cast<int>(step), segments), parsed.policy);
+    return route_batch(args, trace.batch<float>(static_cast<int>(layer), static_cast<int>(step), segments), parsed.policy);
   }
   const mr::npy::array scores = load(args.required("scores"));
   if (scores.shape.size() != 2) {
     throw input_error(args.get("scores", "") + ": scores must be 2-D [n, E], got " +
                       std::to_string(scores.shape.size()) + " dimensions");
   }
-  if (scores.type == mr::npy::dtype::float32) return route_scores<float>(args, scores, parsed.policy);
-  if (scores.type == mr::npy::dtype::float16) return route_scores<mr::float16>(args, scores, parsed.policy);
+  const int n = static_cast<int>(scores.shape[0]), experts = static_cast<int>(scores.shape[1]);
+  if (scores.type == mr::npy::dtype::float32) {
+    return route_batch(args, mr::routing_batch<float>{mr::make_score_view(scores.data<float>(), n, experts)}, parsed.policy);
+  }
+  if (scores.type == mr::npy::dtype::float16) {
+    return route_batch(args, mr::routing_batch<mr::float16>{mr::make_score_view(scores.data<mr::float16>(), n, experts)}, parsed.policy);
+  }
   throw input_error(args.get("scores", "") + ": scores must be float32 or float16, not " + mr::npy::descr(scores.type));
 }
 

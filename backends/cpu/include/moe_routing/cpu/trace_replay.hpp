@@ -1,0 +1,100 @@
+#pragma once
+/// \file
+/// Replays a policy over every layer and decode step of a trace, next to vanilla
+/// top-k, and summarises what it would have cost and kept: per layer and overall, the
+/// mean and spread (standard deviation over steps) of |active|, |S|, retained gate mass,
+/// top-k recall, the largest device load and the modelled latency ratio to vanilla.
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "moe_routing/cpu/route.hpp"
+#include "moe_routing/io/trace.hpp"
+#include "moe_routing/metrics/plan_metrics.hpp"
+#include "moe_routing/policies/runtime_policy.hpp"
+
+namespace moe_routing::cpu {
+
+/// Mean and spread of one figure over a set of steps.
+struct figure {
+  double mean = 0;
+  double spread = 0;  ///< population standard deviation
+};
+
+struct replay_figures {
+  figure active, selected, retained_mass, recall, max_device_load, latency_ratio;
+  int steps = 0;
+};
+
+struct policy_replay {
+  std::string policy;
+  replay_figures overall;              ///< over every (layer, step)
+  std::vector<replay_figures> layers;  ///< per layer, over its steps
+};
+
+namespace detail {
+/// Sums of x and x^2 per figure, turned into mean and spread at the end.
+struct figure_sums {
+  double sum[6] = {}, squares[6] = {};
+  int count = 0;
+  void add(const double (&values)[6]) {
+    for (int i = 0; i < 6; ++i) {
+      sum[i] += values[i];
+      squares[i] += values[i] * values[i];
+    }
+    ++count;
+  }
+  replay_figures result() const {
+    figure f[6];
+    for (int i = 0; i < 6 && count > 0; ++i) {
+      f[i].mean = sum[i] / count;
+      f[i].spread = std::sqrt(std::max(0.0, squares[i] / count - f[i].mean * f[i].mean));
+    }
+    return {f[0], f[1], f[2], f[3], f[4], f[5], count};
+  }
+};
+}  // namespace detail
+
+/// Called with (work done, total work) as a replay advances.
+using replay_progress = std::function<void(long long, long long)>;
+
+/// Replays `policy` (named `name` in the report) over the whole trace. Throws
+/// routing_error if the policy does not fit the trace's shape.
+inline policy_replay replay_trace(const io::trace& trace, const runtime_policy& policy, const std::string& name,
+                                  latency_model model = {}, const replay_progress& progress = {}) {
+  int largest_step = 1;
+  for (int s = 0; s < trace.step_count(); ++s) largest_step = std::max(largest_step, trace.step_end(s) - trace.step_begin(s));
+  const int k = trace.top_k;
+  workspace ws({largest_step, trace.experts, k});
+  const runtime_policy vanilla = to_runtime_policy(presets::vanilla(k));
+  std::vector<std::int32_t> segments;
+  policy_replay report;
+  report.policy = name;
+  detail::figure_sums overall;
+  const long long total = static_cast<long long>(trace.layers) * trace.step_count();
+  for (int layer = 0; layer < trace.layers; ++layer) {
+    detail::figure_sums per_layer;
+    for (int s = 0; s < trace.step_count(); ++s) {
+      const int n = trace.step_end(s) - trace.step_begin(s);
+      routing_plan plan(n, k, trace.experts, trace.devices), base(n, k, trace.experts, trace.devices);
+      auto run = [&](const auto& batch) {
+        throw_if_failed(route(vanilla, batch, base.view(), ws));
+        throw_if_failed(route(policy, batch, plan.view(), ws));
+        return measure_plan(batch, plan, base, model);
+      };
+      const plan_metrics m = trace.half ? run(trace.batch<float16>(layer, s, segments)) : run(trace.batch<float>(layer, s, segments));
+      const double values[6] = {static_cast<double>(m.active), static_cast<double>(m.selected), m.mean_retained_mass,
+                                m.mean_recall, static_cast<double>(m.max_device_load), m.modelled_latency_ratio};
+      per_layer.add(values);
+      overall.add(values);
+      if (progress) progress(static_cast<long long>(layer) * trace.step_count() + s + 1, total);
+    }
+    report.layers.push_back(per_layer.result());
+  }
+  report.overall = overall.result();
+  return report;
+}
+
+}  // namespace moe_routing::cpu

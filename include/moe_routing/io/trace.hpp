@@ -1,0 +1,265 @@
+#pragma once
+/// \file
+/// Router traces on disk: one directory per trace, NumPy files plus a small JSON.
+///
+///   trace.json      {"format": "moe-routing-trace", "version": 1, "layers": L, "tokens": T,
+///                    "experts": E, "top_k": k, "scoring": "softmax", "source": "..."}
+///   scores.npy      [L, T, E] float32 or float16 router output, C order
+///                   (or layer_000.npy ... [T, E], one per layer)
+///   steps.npy       [S + 1] int32/int64 token offsets of the decode steps (batches)
+///   segments.npy    [Q + 1] token offsets of request segments; every step boundary is one
+///                   (optional: default one request per token)
+///   mask.npy        [T] bool or uint8, nonzero = valid token (optional)
+///   placement.npy   [E] int32/int64 device of each expert (optional)
+///
+/// `load_trace` checks that the files agree and throws `trace_error` naming the file.
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "moe_routing/core/batch.hpp"
+#include "moe_routing/core/half.hpp"
+#include "moe_routing/io/flat_json.hpp"
+#include "moe_routing/io/npy.hpp"
+
+namespace moe_routing::io {
+
+class trace_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A trace in memory. Scores are kept as float32 or float16, as stored.
+struct trace {
+  int layers = 0, tokens = 0, experts = 0, top_k = 0;
+  scoring mode = scoring::softmax;
+  std::string source;
+  bool half = false;
+  std::vector<float> scores_f32;          ///< [L, T, E] when !half
+  std::vector<float16> scores_f16;        ///< [L, T, E] when half
+  std::vector<std::int32_t> steps;        ///< [S + 1]
+  std::vector<std::int32_t> segments;     ///< [Q + 1]; empty = one request per token
+  std::vector<std::uint8_t> mask;         ///< [T]; empty = all valid
+  std::vector<std::int32_t> placement;    ///< [E]; empty = none
+  int devices = 0;
+
+  int step_count() const { return static_cast<int>(steps.size()) - 1; }
+  int step_begin(int s) const { return steps[static_cast<std::size_t>(s)]; }
+  int step_end(int s) const { return steps[static_cast<std::size_t>(s) + 1]; }
+
+  /// Request offsets of one step, relative to its first token, written to `out`.
+  void step_segments(int s, std::vector<std::int32_t>& out) const {
+    out.clear();
+    const int begin = step_begin(s), end = step_end(s);
+    if (segments.empty()) {
+      for (int t = begin; t <= end; ++t) out.push_back(t - begin);
+      return;
+    }
+    for (const std::int32_t o : segments) {
+      if (o >= begin && o <= end) out.push_back(o - begin);
+    }
+  }
+
+  /// The routing batch of one layer and step. `segment_buffer` must outlive the batch.
+  template <score_element Element>
+  routing_batch<Element> batch(int layer, int s, std::vector<std::int32_t>& segment_buffer) const {
+    const std::size_t offset = (static_cast<std::size_t>(layer) * tokens + step_begin(s)) * experts;
+    const int n = step_end(s) - step_begin(s);
+    routing_batch<Element> b;
+    if constexpr (std::is_same_v<Element, float>) b.scores = {scores_f32.data() + offset, n, experts, experts};
+    if constexpr (std::is_same_v<Element, float16>) b.scores = {scores_f16.data() + offset, n, experts, experts};
+    b.mode = mode;
+    step_segments(s, segment_buffer);
+    b.segments = segment_buffer.data();
+    b.request_count = static_cast<int>(segment_buffer.size()) - 1;
+    if (!mask.empty()) b.token_mask = mask.data() + step_begin(s);
+    if (!placement.empty()) {
+      b.placement = placement.data();
+      b.device_count = devices;
+    }
+    return b;
+  }
+};
+
+inline const char* scoring_name(scoring mode) {
+  switch (mode) {
+    case scoring::softmax: return "softmax";
+    case scoring::sigmoid: return "sigmoid";
+    case scoring::sqrtsoftplus: return "sqrtsoftplus";
+    case scoring::probabilities: return "probabilities";
+  }
+  return "softmax";
+}
+
+inline scoring parse_scoring(const std::string& text, const std::string& origin) {
+  for (scoring mode : {scoring::softmax, scoring::sigmoid, scoring::sqrtsoftplus, scoring::probabilities}) {
+    if (text == scoring_name(mode)) return mode;
+  }
+  throw trace_error(origin + ": unknown scoring '" + text + "'");
+}
+
+namespace detail {
+
+inline std::vector<std::int32_t> read_offsets(const std::filesystem::path& file, const char* what) {
+  const npy::array a = npy::read(file.string());
+  if (a.shape.size() != 1) throw trace_error(file.string() + ": " + what + " must be 1-D");
+  std::vector<std::int32_t> out(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    long long v = 0;
+    if (a.type == npy::dtype::int32) v = a.data<std::int32_t>()[i];
+    else if (a.type == npy::dtype::int64) v = a.data<std::int64_t>()[i];
+    else throw trace_error(file.string() + ": " + what + " must be int32 or int64, not " + npy::descr(a.type));
+    if (v < 0 || v > (1LL << 30)) throw trace_error(file.string() + ": " + what + " value " + std::to_string(v) + " out of range");
+    out[i] = static_cast<std::int32_t>(v);
+  }
+  return out;
+}
+
+inline void check_offsets(const std::vector<std::int32_t>& offsets, int tokens, const std::string& file, const char* what) {
+  if (offsets.empty() || offsets.front() != 0 || offsets.back() != tokens) {
+    throw trace_error(file + ": " + what + " must start at 0 and end at the token count " + std::to_string(tokens));
+  }
+  for (std::size_t i = 1; i < offsets.size(); ++i) {
+    if (offsets[i] < offsets[i - 1]) throw trace_error(file + ": " + what + " must not decrease (at index " + std::to_string(i) + ")");
+  }
+}
+
+}  // namespace detail
+
+/// Reads and cross-checks a trace directory.
+inline trace load_trace(const std::string& directory) {
+  namespace fs = std::filesystem;
+  const fs::path dir(directory);
+  trace t;
+  try {
+    std::ifstream meta(dir / "trace.json");
+    if (!meta) throw trace_error((dir / "trace.json").string() + ": cannot open file");
+    std::stringstream text;
+    text << meta.rdbuf();
+    const auto fields = parse_flat_json(text.str(), (dir / "trace.json").string());
+    auto number = [&](const char* key, bool required) -> int {
+      const auto it = fields.find(key);
+      if (it == fields.end()) {
+        if (required) throw trace_error((dir / "trace.json").string() + ": missing \"" + key + "\"");
+        return 0;
+      }
+      try {
+        return std::stoi(it->second);
+      } catch (const std::exception&) {
+        throw trace_error((dir / "trace.json").string() + ": \"" + key + "\" must be an integer");
+      }
+    };
+    t.top_k = number("top_k", true);
+    if (fields.count("scoring")) t.mode = parse_scoring(fields.at("scoring"), (dir / "trace.json").string());
+    if (fields.count("source")) t.source = fields.at("source");
+
+    // Scores: one [L, T, E] file, or one [T, E] file per layer.
+    std::vector<npy::array> layers;
+    if (fs::exists(dir / "scores.npy")) {
+      layers.push_back(npy::read((dir / "scores.npy").string()));
+      if (layers[0].shape.size() != 3) throw trace_error((dir / "scores.npy").string() + ": scores must be [layers, tokens, experts]");
+      t.layers = static_cast<int>(layers[0].shape[0]);
+      t.tokens = static_cast<int>(layers[0].shape[1]);
+      t.experts = static_cast<int>(layers[0].shape[2]);
+    } else {
+      for (int l = 0;; ++l) {
+        char name[32];
+        std::snprintf(name, sizeof name, "layer_%03d.npy", l);
+        if (!fs::exists(dir / name)) break;
+        layers.push_back(npy::read((dir / name).string()));
+        const auto& a = layers.back();
+        if (a.shape.size() != 2) throw trace_error((dir / name).string() + ": a layer file must be [tokens, experts]");
+        if (l == 0) {
+          t.tokens = static_cast<int>(a.shape[0]);
+          t.experts = static_cast<int>(a.shape[1]);
+        } else if (static_cast<int>(a.shape[0]) != t.tokens || static_cast<int>(a.shape[1]) != t.experts || a.type != layers[0].type) {
+          throw trace_error((dir / name).string() + ": shape or dtype differs from layer_000.npy");
+        }
+      }
+      t.layers = static_cast<int>(layers.size());
+      if (t.layers == 0) throw trace_error(directory + ": no scores.npy and no layer_000.npy");
+    }
+    const npy::dtype type = layers[0].type;
+    if (type != npy::dtype::float32 && type != npy::dtype::float16) {
+      throw trace_error(directory + ": scores must be float32 or float16, not " + std::string(npy::descr(type)));
+    }
+    t.half = type == npy::dtype::float16;
+    for (const auto& a : layers) {
+      const std::size_t count = a.size();
+      if (t.half) t.scores_f16.insert(t.scores_f16.end(), a.data<float16>(), a.data<float16>() + count);
+      else t.scores_f32.insert(t.scores_f32.end(), a.data<float>(), a.data<float>() + count);
+    }
+    for (const char* key : {"layers", "tokens", "experts"}) {
+      const int declared = number(key, false);
+      const int actual = key[0] == 'l' ? t.layers : key[0] == 't' ? t.tokens : t.experts;
+      if (declared != 0 && declared != actual) {
+        throw trace_error((dir / "trace.json").string() + ": \"" + key + "\" = " + std::to_string(declared) +
+                          " disagrees with the scores' " + std::to_string(actual));
+      }
+    }
+    if (t.top_k < 1 || t.top_k > t.experts) throw trace_error((dir / "trace.json").string() + ": top_k must be in [1, experts]");
+
+    if (!fs::exists(dir / "steps.npy")) throw trace_error((dir / "steps.npy").string() + ": cannot open file");
+    t.steps = detail::read_offsets(dir / "steps.npy", "steps");
+    detail::check_offsets(t.steps, t.tokens, (dir / "steps.npy").string(), "step offsets");
+    if (fs::exists(dir / "segments.npy")) {
+      t.segments = detail::read_offsets(dir / "segments.npy", "segments");
+      detail::check_offsets(t.segments, t.tokens, (dir / "segments.npy").string(), "segment offsets");
+      for (const std::int32_t boundary : t.steps) {
+        if (!std::binary_search(t.segments.begin(), t.segments.end(), boundary)) {
+          throw trace_error((dir / "segments.npy").string() + ": step boundary " + std::to_string(boundary) +
+                            " is not a segment boundary (a request segment cannot span decode steps)");
+        }
+      }
+    }
+    if (fs::exists(dir / "mask.npy")) {
+      const npy::array m = npy::read((dir / "mask.npy").string());
+      if ((m.type != npy::dtype::boolean && m.type != npy::dtype::uint8) || m.shape != std::vector<std::size_t>{std::size_t(t.tokens)}) {
+        throw trace_error((dir / "mask.npy").string() + ": mask must be bool or uint8 of shape [" + std::to_string(t.tokens) + "]");
+      }
+      t.mask.assign(m.bytes.begin(), m.bytes.end());
+    }
+    if (fs::exists(dir / "placement.npy")) {
+      t.placement = detail::read_offsets(dir / "placement.npy", "placement");
+      if (t.placement.size() != static_cast<std::size_t>(t.experts)) {
+        throw trace_error((dir / "placement.npy").string() + ": placement must have shape [" + std::to_string(t.experts) + "]");
+      }
+      t.devices = 1 + *std::max_element(t.placement.begin(), t.placement.end());
+    }
+  } catch (const npy::npy_error& error) {
+    throw trace_error(error.what());
+  } catch (const json_error& error) {
+    throw trace_error(error.what());
+  }
+  return t;
+}
+
+/// Writes a trace directory (created if missing) in the layout above, scores as one file.
+inline void save_trace(const trace& t, const std::string& directory) {
+  namespace fs = std::filesystem;
+  const fs::path dir(directory);
+  fs::create_directories(dir);
+  std::ofstream meta(dir / "trace.json");
+  meta << "{\"format\": \"moe-routing-trace\", \"version\": 1, \"layers\": " << t.layers << ", \"tokens\": " << t.tokens
+       << ", \"experts\": " << t.experts << ", \"top_k\": " << t.top_k << ", \"scoring\": \"" << scoring_name(t.mode)
+       << "\", \"source\": \"" << t.source << "\"}\n";
+  if (!meta) throw trace_error((dir / "trace.json").string() + ": write failed");
+  const std::vector<std::size_t> shape = {std::size_t(t.layers), std::size_t(t.tokens), std::size_t(t.experts)};
+  try {
+    if (t.half) npy::write((dir / "scores.npy").string(), npy::dtype::float16, shape, t.scores_f16.data());
+    else npy::write((dir / "scores.npy").string(), npy::dtype::float32, shape, t.scores_f32.data());
+    npy::write((dir / "steps.npy").string(), npy::dtype::int32, {t.steps.size()}, t.steps.data());
+    if (!t.segments.empty()) npy::write((dir / "segments.npy").string(), npy::dtype::int32, {t.segments.size()}, t.segments.data());
+    if (!t.mask.empty()) npy::write((dir / "mask.npy").string(), npy::dtype::boolean, {t.mask.size()}, t.mask.data());
+    if (!t.placement.empty()) npy::write((dir / "placement.npy").string(), npy::dtype::int32, {t.placement.size()}, t.placement.data());
+  } catch (const npy::npy_error& error) {
+    throw trace_error(error.what());
+  }
+}
+
+}  // namespace moe_routing::io

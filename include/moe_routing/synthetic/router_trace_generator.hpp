@@ -1,0 +1,218 @@
+#pragma once
+/// \file
+/// Seeded synthetic router traces with knobs a user can reason about. Deterministic
+/// across platforms for a given seed: the generator uses a 64-bit integer PRNG and only
+/// IEEE-exact float operations (+, -, *, /, sqrt), never a library's distributions or
+/// transcendental functions.
+///
+/// - `uniform`: every score an independent uniform number (the E(1 - (1 - k/E)^n) model).
+/// - `realistic`: per layer, an expert popularity that falls off with rank; per request,
+///   a mixture of topics (domains) that shifts its experts; per token, noise that is
+///   correlated between consecutive tokens of a request (AR(1) with `correlation`), so
+///   a request's draft tokens agree more than strangers do; a temperature for sharpness.
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moe_routing/io/trace.hpp"
+
+namespace moe_routing::synthetic {
+
+/// xoshiro256** seeded through splitmix64: small, fast, identical everywhere.
+class random_bits {
+ public:
+  explicit random_bits(std::uint64_t seed) {
+    for (auto& word : state_) {
+      seed += 0x9e3779b97f4a7c15ull;
+      std::uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      word = z ^ (z >> 31);
+    }
+  }
+  std::uint64_t next() {
+    const std::uint64_t result = rotl(state_[1] * 5, 7) * 9;
+    const std::uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = rotl(state_[3], 45);
+    return result;
+  }
+  /// Uniform in [0, 1), 53 random bits.
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  /// Approximately standard normal: the sum of four uniforms, centred and scaled to
+  /// unit variance (exact arithmetic, so the same on every platform).
+  double normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772; }  // no sum follows
+  /// Uniform integer in [0, bound).
+  std::uint64_t below(std::uint64_t bound) { return next() % bound; }
+
+ private:
+  static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  std::uint64_t state_[4];
+};
+
+/// a * b rounded to double before any addition uses it: a volatile store keeps the
+/// compiler from fusing it into an FMA (which -march=native builds would otherwise do),
+/// so builds with and without FMA produce the same traces.
+inline double rounded_product(double a, double b) {
+  volatile double product = a * b;
+  return product;
+}
+
+enum class trace_kind { uniform, realistic };
+
+struct generator_config {
+  trace_kind kind = trace_kind::realistic;
+  int experts = 128;
+  int top_k = 8;
+  int layers = 1;
+  int tokens_per_step = 16;  ///< n, the decode batch
+  int steps = 16;            ///< decode steps (batches)
+  int requests = 0;          ///< R requests sharing each step; 0 = one per token
+  std::uint64_t seed = 1;
+  // realistic knobs
+  double popularity_skew = 0.0;   ///< logit drop per sqrt(popularity rank)
+  int topics = 8;                 ///< domains a request mixes
+  double topic_strength = 1.0;    ///< spread of a topic's expert preferences
+  double token_noise = 1.0;       ///< per-token spread
+  double correlation = 0.7;       ///< AR(1) coefficient between a request's consecutive tokens
+  double temperature = 1.0;       ///< divides every logit; below 1 sharpens the router
+  bool half = false;              ///< store float16 instead of float32
+};
+
+/// A named calibrated configuration and the published figure it reproduces.
+struct preset {
+  const char* name;
+  generator_config config;
+  const char* calibration;
+};
+
+/// The calibrated presets (see docs/traces.md for how each was fitted).
+inline const std::vector<preset>& presets() {
+  static const std::vector<preset> all = [] {
+    std::vector<preset> list;
+    generator_config uniform;
+    uniform.kind = trace_kind::uniform;
+    list.push_back({"uniform", uniform, "independent uniform scores: mean vanilla |active| = E(1 - (1 - k/E)^n)"});
+    generator_config qwen;
+    qwen.experts = 128;
+    qwen.top_k = 8;
+    qwen.popularity_skew = 0.295;
+    qwen.topic_strength = 0.9;
+    qwen.token_noise = 1.0;
+    list.push_back({"qwen3-30b-a3b", qwen,
+                    "E = 128, k = 8; vanilla decode at batch 16 activates 48.8 experts on average "
+                    "(OEA paper, Table 4, average over AIME24, GPQA, LiveCodeBench, MATH-500)"});
+    generator_config deepseek;
+    deepseek.experts = 256;
+    deepseek.top_k = 8;
+    deepseek.popularity_skew = 0.0;
+    deepseek.topic_strength = 0.1;
+    deepseek.token_noise = 1.0;
+    list.push_back({"deepseek-r1", deepseek,
+                    "E = 256, k = 8; about 57 active experts at batch 8 and 163 at batch 32 "
+                    "(XShare paper, section 1: close to the uniform model)"});
+    return list;
+  }();
+  return all;
+}
+
+inline const preset* find_preset(std::string_view name) {
+  for (const auto& p : presets()) {
+    if (name == p.name) return &p;
+  }
+  return nullptr;
+}
+
+/// Generates a trace: `steps` decode steps of `tokens_per_step` tokens each, shared by
+/// `requests` requests (each request's tokens consecutive within a step), `layers` layers.
+inline io::trace generate_trace(const generator_config& config) {
+  const int E = config.experts, L = config.layers, n = config.tokens_per_step, S = config.steps;
+  const int R = config.requests > 0 ? config.requests : n;
+  if (E < 2 || config.top_k < 1 || config.top_k > E || L < 1 || n < 1 || S < 1 || R > n) {
+    throw io::trace_error("generator: need E >= 2, 1 <= k <= E, layers, tokens and steps >= 1, requests <= tokens");
+  }
+  io::trace t;
+  t.layers = L;
+  t.tokens = n * S;
+  t.experts = E;
+  t.top_k = config.top_k;
+  t.mode = scoring::softmax;
+  t.half = config.half;
+  t.source = config.kind == trace_kind::uniform ? "moe-route gen uniform" : "moe-route gen realistic";
+  for (int s = 0; s <= S; ++s) t.steps.push_back(s * n);
+  for (int s = 0; s < S; ++s) {
+    for (int r = 0; r < R; ++r) t.segments.push_back(s * n + static_cast<int>(static_cast<long long>(n) * r / R));
+  }
+  t.segments.push_back(S * n);
+
+  std::vector<float> values(static_cast<std::size_t>(L) * t.tokens * E);
+  random_bits rng(config.seed);
+  for (int l = 0; l < L; ++l) {
+    float* layer = values.data() + static_cast<std::size_t>(l) * t.tokens * E;
+    if (config.kind == trace_kind::uniform) {
+      for (std::size_t i = 0; i < static_cast<std::size_t>(t.tokens) * E; ++i) layer[i] = static_cast<float>(rng.uniform());
+      continue;
+    }
+    // Popularity: a random order of the experts, logits falling with sqrt(rank).
+    std::vector<int> order(static_cast<std::size_t>(E));
+    for (int e = 0; e < E; ++e) order[static_cast<std::size_t>(e)] = e;
+    for (int e = E - 1; e > 0; --e) std::swap(order[static_cast<std::size_t>(e)], order[rng.below(static_cast<std::uint64_t>(e) + 1)]);
+    std::vector<double> popularity(static_cast<std::size_t>(E));
+    for (int rank = 0; rank < E; ++rank) {
+      popularity[static_cast<std::size_t>(order[static_cast<std::size_t>(rank)])] = -config.popularity_skew * std::sqrt(static_cast<double>(rank));
+    }
+    // Topics and each request's mixture of them (concentrated: weights ~ u^4).
+    std::vector<double> topic(static_cast<std::size_t>(config.topics) * E);
+    for (auto& v : topic) v = config.topic_strength * rng.normal();
+    std::vector<double> request_bias(static_cast<std::size_t>(R) * E, 0.0);
+    for (int r = 0; r < R; ++r) {
+      std::vector<double> weight(static_cast<std::size_t>(config.topics));
+      double total = 0;
+      for (auto& w : weight) {
+        const double u = rng.uniform();
+        w = u * u * u * u;
+        total += w;
+      }
+      for (int c = 0; c < config.topics; ++c) {
+        const double w = total > 0 ? weight[static_cast<std::size_t>(c)] / total : 1.0 / config.topics;
+        for (int e = 0; e < E; ++e) {
+          request_bias[static_cast<std::size_t>(r) * E + e] += rounded_product(w, topic[static_cast<std::size_t>(c) * E + e]);
+        }
+      }
+    }
+    // Per-request AR(1) noise, carried from token to token and step to step.
+    std::vector<double> state(static_cast<std::size_t>(R) * E);
+    for (auto& v : state) v = rng.normal();
+    const double keep = config.correlation, fresh = std::sqrt(1.0 - config.correlation * config.correlation);
+    for (int s = 0; s < S; ++s) {
+      for (int r = 0; r < R; ++r) {
+        const int begin = static_cast<int>(static_cast<long long>(n) * r / R), end = static_cast<int>(static_cast<long long>(n) * (r + 1) / R);
+        for (int token = begin; token < end; ++token) {
+          float* row = layer + (static_cast<std::size_t>(s) * n + token) * E;
+          for (int e = 0; e < E; ++e) {
+            double& z = state[static_cast<std::size_t>(r) * E + e];
+            z = rounded_product(keep, z) + rounded_product(fresh, rng.normal());
+            row[e] = static_cast<float>((popularity[static_cast<std::size_t>(e)] + request_bias[static_cast<std::size_t>(r) * E + e] +
+                                         rounded_product(config.token_noise, z)) / config.temperature);
+          }
+        }
+      }
+    }
+  }
+  if (config.half) {
+    t.scores_f16.resize(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) t.scores_f16[i] = to_float16(values[i]);
+  } else {
+    t.scores_f32 = std::move(values);
+  }
+  return t;
+}
+
+}  // namespace moe_routing::synthetic

@@ -1,0 +1,52 @@
+// `moe-route replay`: every policy over every layer and step of a trace.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <moe_routing/moe_routing.hpp>
+
+#include "command_line.hpp"
+#include "replay_output.hpp"
+#include "trace_input.hpp"
+
+namespace moe_route {
+
+namespace {
+constexpr const char* replay_help =
+    "usage: moe-route replay --trace DIR --policy TEXT [--policy TEXT ...] [--json | --csv]\n"
+    "                        [--t-fetch T] [--t-token T]\n"
+    "\n"
+    "Routes every layer and decode step of a trace with each policy and with vanilla top-k,\n"
+    "and reports per policy and layer the mean and spread over steps of |active|, |S|,\n"
+    "retained gate mass, top-k recall, the largest device load and the modelled latency\n"
+    "ratio to vanilla (T = N_active * t_fetch + assignments * t_token; defaults 1 and 0).\n";
+}  // namespace
+
+int replay_command(const std::vector<std::string>& words) {
+  if (has_help(words)) {
+    std::fputs(replay_help, stdout);
+    return 0;
+  }
+  const arguments args(words, {"trace", "policy", "t-fetch", "t-token"}, {"json", "csv"});
+  const std::vector<std::string> texts = args.all("policy");
+  if (texts.empty()) throw usage_error("missing required option --policy");
+  const mr::latency_model model{args.real("t-fetch", 1.0), args.real("t-token", 0.0)};
+  std::vector<mr::runtime_policy> policies;
+  for (const auto& text : texts) policies.push_back(parse_or_usage(text));
+  const std::string dir = args.required("trace");
+  const mr::io::trace trace = load_trace_or_fail(dir);
+  std::vector<mr::cpu::policy_replay> reports;
+  for (std::size_t p = 0; p < policies.size(); ++p) {
+    const mr::status bound = mr::bind_policy(policies[p], {trace.experts, trace.top_k, !trace.placement.empty()});
+    if (!bound.ok()) throw usage_error(mr::to_string(bound) + " in '" + texts[p] + "'");
+    reports.push_back(mr::cpu::replay_trace(trace, policies[p], texts[p], model,
+                                            stderr_progress("replay " + std::to_string(p + 1) + "/" + std::to_string(policies.size()))));
+  }
+  if (args.has("json")) print_json(dir, reports);
+  else if (args.has("csv")) print_csv(reports);
+  else print_table(reports);
+  return 0;
+}
+
+}  // namespace moe_route

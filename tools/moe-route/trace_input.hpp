@@ -1,0 +1,45 @@
+#pragma once
+// Helpers the trace subcommands share: loading a trace (bad files exit 1), parsing a
+// policy (bad text exits 2) and progress lines on stderr.
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include <moe_routing/cpu/trace_replay.hpp>
+#include <moe_routing/io/trace.hpp>
+#include <moe_routing/moe_routing.hpp>
+
+#include "command_line.hpp"
+
+namespace moe_route {
+
+inline moe_routing::io::trace load_trace_or_fail(const std::string& dir) {
+  try {
+    return moe_routing::io::load_trace(dir);
+  } catch (const moe_routing::io::trace_error& error) {
+    throw input_error(error.what());
+  }
+}
+
+inline moe_routing::runtime_policy parse_or_usage(const std::string& text) {
+  const moe_routing::parse_result parsed = moe_routing::parse_policy(text);
+  if (!parsed.outcome.ok()) {
+    const std::string message = moe_routing::describe(parsed, text);
+    throw usage_error(message.substr(0, message.find('\n')) + " in '" + text + "'");
+  }
+  return parsed.policy;
+}
+
+/// Prints "WHAT: N%" on stderr at every tenth of the work.
+inline moe_routing::cpu::replay_progress stderr_progress(const std::string& what) {
+  return [what, last = -1](long long done, long long total) mutable {
+    const int percent = static_cast<int>(100 * done / std::max(1LL, total));
+    if (percent / 10 != last / 10 || done == total) {
+      std::fprintf(stderr, "%s: %d%%\n", what.c_str(), percent);
+      last = percent;
+    }
+  };
+}
+
+}  // namespace moe_route
