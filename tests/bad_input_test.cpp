@@ -184,3 +184,65 @@ TEST_CASE("non-finite scores: every row still gets a valid, finite, non-negative
     }
   }
 }
+
+TEST_CASE("edge shapes: n = 1, E = k, k = 1, E = 1024, one request for the batch, empty devices, m_g = 0") {
+  std::mt19937 rng(606);
+  struct shape {
+    const char* what;
+    int n, experts, k;
+    bool one_request, sparse_devices;
+  };
+  const shape shapes[] = {{"n = 1", 1, 64, 8, false, false},       {"E = k", 12, 8, 8, false, false},
+                          {"k = 1", 20, 64, 1, false, false},       {"E = 1024", 24, 1024, 8, false, false},
+                          {"one request holds the batch", 30, 64, 4, true, false},
+                          {"devices with no expert", 16, 32, 4, false, true}};
+  for (const auto& sh : shapes) {
+    CAPTURE(sh.what);
+    test::problem p;
+    p.ref.n = sh.n;
+    p.ref.E = sh.experts;
+    p.top_k = sh.k;
+    p.stride = sh.experts;
+    std::vector<float> values(static_cast<std::size_t>(sh.n) * sh.experts);
+    for (auto& v : values) v = std::normal_distribution<float>(0.0f, 1.5f)(rng);
+    test::store_scores(p, values);
+    if (sh.one_request) p.segments = {0, sh.n};
+    p.ref.segments.assign(p.segments.begin(), p.segments.end());
+    p.ref.G = sh.sparse_devices ? 8 : 2;
+    p.placement.resize(static_cast<std::size_t>(sh.experts));
+    for (int e = 0; e < sh.experts; ++e) p.placement[static_cast<std::size_t>(e)] = sh.sparse_devices ? (e % 2) * 5 : e % 2;  // devices 1-4, 6, 7 empty
+    p.ref.placement.assign(p.placement.begin(), p.placement.end());
+    const std::string K = std::to_string(sh.k);
+    for (const std::string text : {"topk(k=" + K + ")", "oea(k0=1,k=" + K + ")", "xshare_ep(k0=1,m_g=0,k=" + K + ")",
+                                   "xshare_ep(k0=1,m_g=3,k=" + K + ")", "xshare_spec(k0=1,m=1,m_r=2,k=" + K + ")",
+                                   "lynx_lat(d=5,k=" + K + ")", "lynx_acc(conf=0.2,budget=3,k=" + K + ")"}) {
+      CAPTURE(text);
+      const auto policy = mr::parse_policy_or_throw(text);
+      const auto got = test::route_problem(p, policy);
+      test::check_against_naive(got, naive::route(p.ref, test::to_naive(policy), p.top_k), text);
+      if (text.find("m_g=0") != std::string::npos) {
+        CHECK(got.summary().selected_count == test::route_problem(p, mr::presets::oea(1, sh.k)).summary().selected_count);
+      }
+    }
+  }
+}
+
+TEST_CASE("route without a workspace argument uses a per-thread workspace and gives the same plan") {
+  std::mt19937 rng(707);
+  for (int trial = 0; trial < 30; ++trial) {
+    const test::problem p = test::random_problem(rng);
+    const auto policy = mr::parse_policy_or_throw(test::random_policy_text(rng, p));
+    const auto expected = test::route_problem(p, policy);
+    mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G);
+    const mr::status s = p.type == test::element::f32 ? mr::cpu::route(policy, p.batch<float>(), plan.view())
+                         : p.type == test::element::f16 ? mr::cpu::route(policy, p.batch<mr::float16>(), plan.view(), std::execution::par)
+                                                         : mr::cpu::route(policy, p.batch<mr::bfloat16>(), plan.view());
+    REQUIRE(s.ok());
+    REQUIRE(test::identical(plan, expected));
+  }
+  // A bad shape is reported, not allocated for.
+  std::vector<float> scores(16);
+  mr::routing_batch<float> batch{mr::make_score_view(scores.data(), 1, 1)};
+  mr::routing_plan plan(1, 1, 1);
+  CHECK(mr::to_string(mr::cpu::route(mr::presets::vanilla(1), batch, plan.view())).find("batch.E = 1") != std::string::npos);
+}

@@ -28,6 +28,9 @@ TEST_CASE("metrics of OEA(k0=1) on the hand-example table") {
   // retained: t0 .85/.9, t1 .55/.85, t2 .65/.9
   CHECK(m.mean_retained_mass == doctest::Approx((0.85 / 0.9 + 0.55 / 0.85 + 0.65 / 0.9) / 3).epsilon(1e-5));
   CHECK(m.min_retained_mass == doctest::Approx(0.55 / 0.85).epsilon(1e-5));
+  REQUIRE(m.retained_mass.size() == 3);
+  CHECK(m.retained_mass[0] == doctest::Approx(0.85 / 0.9).epsilon(1e-5));
+  CHECK(m.retained_mass[2] == doctest::Approx(0.65 / 0.9).epsilon(1e-5));
   // recall: t0 {0,1} of {0,1,2}; t1 {1,3}; t2 {3}
   CHECK(m.mean_recall == doctest::Approx((2.0 / 3 + 2.0 / 3 + 1.0 / 3) / 3));
   CHECK(m.guarantees_held);

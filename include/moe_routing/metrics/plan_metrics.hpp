@@ -31,6 +31,7 @@ struct plan_metrics {
   int active = 0;                   ///< |active|
   int selected = 0;                 ///< |S|
   int vanilla_active = 0;
+  std::vector<double> retained_mass;  ///< [n] p(A_i) / p(topk_i) per token; 0 for invalid tokens
   double mean_retained_mass = 1.0;  ///< mean over valid tokens of p(A_i) / p(topk_i)
   double min_retained_mass = 1.0;
   double mean_recall = 1.0;         ///< mean over valid tokens of |A_i ∩ topk_i| / k
@@ -47,6 +48,7 @@ template <score_element Element>
 plan_metrics measure_plan(const routing_batch<Element>& batch, const routing_plan& plan,
                           const routing_plan& vanilla, latency_model model = {}) {
   plan_metrics m;
+  m.retained_mass.assign(static_cast<std::size_t>(batch.tokens()), 0.0);
   const int experts = batch.experts();
   std::vector<float> p(static_cast<std::size_t>(experts)), s(static_cast<std::size_t>(experts));
   std::vector<rank_key> keys(static_cast<std::size_t>(experts));
@@ -72,6 +74,7 @@ plan_metrics measure_plan(const routing_batch<Element>& batch, const routing_pla
       m.guarantees_held = m.guarantees_held && present;
     }
     const double retained = vanilla_mass > 0 ? mass / vanilla_mass : 1.0;
+    m.retained_mass[static_cast<std::size_t>(token)] = retained;
     retained_sum += retained;
     m.min_retained_mass = std::min(m.min_retained_mass, retained);
     recall_sum += vanilla_count > 0 ? static_cast<double>(overlap) / vanilla_count : 1.0;

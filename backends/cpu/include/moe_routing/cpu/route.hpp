@@ -116,6 +116,27 @@ template <routing_policy Policy, score_element Element,
   return detail::route_checked(policy, batch, plan, ws, exec);
 }
 
+/// Routes one batch on this thread's own workspace, which grows to the largest batch the
+/// thread has routed and is then reused: after the first call of a shape, no allocation.
+/// Prefer the overload taking a workspace where the caller manages memory.
+template <routing_policy Policy, score_element Element,
+          class ExecutionPolicy = std::execution::sequenced_policy>
+  requires std::is_execution_policy_v<std::remove_cvref_t<ExecutionPolicy>>
+[[nodiscard]] status route(const Policy& policy, const routing_batch<Element>& batch,
+                           const plan_view& plan, ExecutionPolicy&& exec = {}) {
+  thread_local workspace own;
+  const workspace_shape& have = own.shape();
+  if (batch.tokens() > have.max_tokens || batch.experts() > have.experts || plan.top_k > have.top_k) {
+    if (batch.experts() < 2 || batch.experts() > max_experts || plan.top_k < 1 || plan.top_k > max_top_k ||
+        batch.tokens() < 0 || batch.tokens() > max_tokens) {
+      return detail::check_call(batch, plan, own);  // reports the bad shape without allocating for it
+    }
+    own.reserve({std::max(batch.tokens(), have.max_tokens), std::max(batch.experts(), have.experts),
+                 std::max(plan.top_k, have.top_k)});
+  }
+  return route(policy, batch, plan, own, exec);
+}
+
 /// A policy bound once to a shape, with its own workspace: the convenience layer.
 /// The constructor throws `routing_error` naming the bad parameter; `route` then only
 /// checks the per-call data (batch, plan) and throws on failure.

@@ -34,7 +34,7 @@ class workspace {
   /// Sizes every buffer; a no-op when the workspace is already large enough.
   void reserve(workspace_shape shape) {
     if (shape.max_tokens <= shape_.max_tokens && shape.experts <= shape_.experts &&
-        shape.top_k <= shape_.top_k) {
+        shape.top_k <= shape_.top_k && !top_ids.empty()) {
       return;
     }
     shape_ = shape;
