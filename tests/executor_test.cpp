@@ -1,0 +1,231 @@
+// The reference grouped MoE executor against a naive per-token loop written here.
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <moe_routing/cpu/moe_forward.hpp>
+
+#include "plan_checks.hpp"
+
+namespace {
+namespace mr = test::mr;
+
+/// E experts' matrices in one element type, plus the float values the naive loop uses.
+template <class Weight>
+struct expert_bank {
+  int experts, d, h;
+  std::vector<std::vector<Weight>> gate, up, down, gate_up;
+  std::vector<std::vector<double>> gate_f, up_f, down_f;
+  std::vector<const Weight*> gate_p, up_p, down_p, gate_up_p;
+
+  expert_bank(int e_count, int hidden, int width, std::mt19937& rng) : experts(e_count), d(hidden), h(width) {
+    std::normal_distribution<float> noise(0.0f, 0.08f);
+    auto make = [&](std::vector<Weight>& m, std::vector<double>& f, std::size_t size) {
+      m.resize(size);
+      f.resize(size);
+      for (std::size_t i = 0; i < size; ++i) {
+        const float v = noise(rng);
+        if constexpr (std::is_same_v<Weight, float>) m[i] = v;
+        if constexpr (std::is_same_v<Weight, mr::bfloat16>) m[i] = mr::to_bfloat16(v);
+        if constexpr (std::is_same_v<Weight, mr::float16>) m[i] = mr::to_float16(v);
+        if constexpr (std::is_same_v<Weight, float>) f[i] = v;
+        if constexpr (std::is_same_v<Weight, mr::bfloat16>) f[i] = test::decode_bf16(m[i].bits);
+        if constexpr (std::is_same_v<Weight, mr::float16>) f[i] = test::decode_f16(m[i].bits);
+      }
+    };
+    gate.resize(experts), up.resize(experts), down.resize(experts), gate_up.resize(experts);
+    gate_f.resize(experts), up_f.resize(experts), down_f.resize(experts);
+    for (int e = 0; e < experts; ++e) {
+      make(gate[e], gate_f[e], static_cast<std::size_t>(h) * d);
+      make(up[e], up_f[e], static_cast<std::size_t>(h) * d);
+      make(down[e], down_f[e], static_cast<std::size_t>(d) * h);
+      gate_up[e] = gate[e];
+      gate_up[e].insert(gate_up[e].end(), up[e].begin(), up[e].end());
+      gate_p.push_back(gate[e].data()), up_p.push_back(up[e].data()), down_p.push_back(down[e].data());
+      gate_up_p.push_back(gate_up[e].data());
+    }
+  }
+
+  /// down_e(silu(gate_e x) * up_e x), in double.
+  std::vector<double> expert(int e, const float* x) const {
+    std::vector<double> act(static_cast<std::size_t>(h)), out(static_cast<std::size_t>(d), 0.0);
+    for (int r = 0; r < h; ++r) {
+      double g = 0, u = 0;
+      for (int c = 0; c < d; ++c) {
+        g += gate_f[e][static_cast<std::size_t>(r) * d + c] * x[c];
+        u += up_f[e][static_cast<std::size_t>(r) * d + c] * x[c];
+      }
+      act[r] = g / (1.0 + std::exp(-g)) * u;
+    }
+    for (int c = 0; c < d; ++c) {
+      for (int r = 0; r < h; ++r) out[c] += down_f[e][static_cast<std::size_t>(c) * h + r] * act[r];
+    }
+    return out;
+  }
+};
+
+/// The naive loop: for each token, each assigned expert, weight times its output, plus shared.
+template <class Weight>
+std::vector<double> naive_forward(const std::vector<float>& x, const mr::routing_plan& plan, const expert_bank<Weight>& routed,
+                                  const expert_bank<Weight>* shared) {
+  const int n = plan.tokens(), d = routed.d;
+  std::vector<double> y(static_cast<std::size_t>(n) * d, 0.0);
+  for (int i = 0; i < n; ++i) {
+    if (plan.count(i) == 0) continue;
+    for (int j = 0; j < plan.count(i); ++j) {
+      const auto out = routed.expert(plan.id(i, j), x.data() + static_cast<std::size_t>(i) * d);
+      for (int c = 0; c < d; ++c) y[static_cast<std::size_t>(i) * d + c] += plan.weight(i, j) * out[c];
+    }
+    for (int s = 0; shared != nullptr && s < shared->experts; ++s) {
+      const auto out = shared->expert(s, x.data() + static_cast<std::size_t>(i) * d);
+      for (int c = 0; c < d; ++c) y[static_cast<std::size_t>(i) * d + c] += out[c];
+    }
+  }
+  return y;
+}
+
+/// max |y - reference| / max |reference|: error relative to the output's scale.
+double relative_error(const std::vector<float>& y, const std::vector<double>& reference) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    diff = std::max(diff, std::fabs(y[i] - reference[i]));
+    scale = std::max(scale, std::fabs(reference[i]));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+template <class Weight>
+mr::expert_weights<Weight> view_of(const expert_bank<Weight>& bank, bool fused, const expert_bank<Weight>* shared) {
+  mr::expert_weights<Weight> w;
+  w.experts = bank.experts;
+  w.hidden = bank.d;
+  w.intermediate = bank.h;
+  w.layout = fused ? mr::projection_layout::fused_gate_up : mr::projection_layout::separate;
+  w.gate = bank.gate_p.data(), w.up = bank.up_p.data(), w.down = bank.down_p.data(), w.gate_up = bank.gate_up_p.data();
+  if (shared != nullptr) {
+    w.shared_experts = shared->experts;
+    w.shared_intermediate = shared->h;
+    w.shared_gate = shared->gate_p.data(), w.shared_up = shared->up_p.data(), w.shared_down = shared->down_p.data();
+    w.shared_gate_up = shared->gate_up_p.data();
+  }
+  return w;
+}
+
+template <class Weight>
+void check_against_naive_loop(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int experts = 16, d = 64, h = 48;
+  const expert_bank<Weight> routed(experts, d, h, rng), shared(2, d, 40, rng);
+  const char* policies[] = {"topk(k=4)", "oea(k0=2,k=4)", "pruned(k0=1,k=4)", "xshare(k0=1,m=3,k=4)", "xshare_spec(k0=1,m=1,m_r=2,k=4)",
+                            "lynx_lat(d=4,k=4)", "lynx_acc(conf=0.3,budget=5,k=4,weights=raw,scale=2.5)", "skip(beta=0.4,k=4)"};
+  for (const int n : {1, 7, 64, 512}) {
+    std::vector<float> x(static_cast<std::size_t>(n) * d), logits(static_cast<std::size_t>(n) * experts);
+    for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+    for (auto& v : logits) v = std::normal_distribution<float>(0.0f, 2.0f)(rng);
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(n), 1);
+    if (n > 3) mask[2] = 0;
+    std::vector<std::int32_t> segments;
+    for (int o = 0; o < n; o += 3) segments.push_back(o);
+    segments.push_back(n);
+    mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
+    batch.token_mask = mask.data();
+    batch.segments = segments.data();
+    batch.request_count = static_cast<int>(segments.size()) - 1;
+    for (const char* text : policies) {
+      const auto policy = mr::parse_policy_or_throw(text);
+      mr::routing_plan plan(n, 4, experts);
+      REQUIRE(mr::cpu::route(policy, batch, plan.view()).ok());
+      for (const bool with_shared : {false, true}) {
+        CAPTURE(n);
+        CAPTURE(text);
+        CAPTURE(with_shared);
+        const auto* s = with_shared ? &shared : nullptr;
+        const auto reference = naive_forward(x, plan, routed, s);
+        mr::cpu::executor_workspace ws({n, 4, experts, d, h, 2, 40});
+        std::vector<float> y(x.size()), y_fused(x.size()), y_par(x.size());
+        REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), view_of(routed, false, s), y.data(), ws).ok());
+        CHECK(relative_error(y, reference) < 1e-5);
+        REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), view_of(routed, true, s), y_fused.data(), ws).ok());
+        CHECK(y_fused == y);  // the fused gate_up layout computes the very same sums
+        REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), view_of(routed, false, s), y_par.data(), ws, std::execution::par).ok());
+        CHECK(y_par == y);    // deterministic across threads
+        if (n > 3) {
+          for (int c = 0; c < d; ++c) REQUIRE(y[static_cast<std::size_t>(2) * d + c] == 0.0f);  // the masked token
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("executor equals a naive per-token loop: float32 weights") { check_against_naive_loop<float>(1); }
+TEST_CASE("executor equals a naive per-token loop: bfloat16 weights") { check_against_naive_loop<mr::bfloat16>(2); }
+TEST_CASE("executor equals a naive per-token loop: float16 weights") { check_against_naive_loop<mr::float16>(3); }
+
+TEST_CASE("experts that no token uses are never read (their weights trap on access)") {
+  std::mt19937 rng(4);
+  const int experts = 32, d = 64, h = 32, n = 24, k = 2;
+  const expert_bank<mr::bfloat16> bank(experts, d, h, rng);
+  // Logits that send every token to experts 0-7 only.
+  std::vector<float> logits(static_cast<std::size_t>(n) * experts, -20.0f), x(static_cast<std::size_t>(n) * d);
+  for (int i = 0; i < n; ++i) for (int e = 0; e < 8; ++e) logits[static_cast<std::size_t>(i) * experts + e] = std::normal_distribution<float>(0, 1)(rng);
+  for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
+  mr::routing_plan plan(n, k, experts);
+  REQUIRE(mr::cpu::route(mr::presets::oea(1, k), batch, plan.view()).ok());
+  // One PROT_NONE mapping large enough for any matrix: reading it kills the test.
+  const std::size_t bytes = static_cast<std::size_t>(d) * h * 2 * sizeof(mr::bfloat16);
+  void* trap = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(trap != MAP_FAILED);
+  auto w = view_of<mr::bfloat16>(bank, false, nullptr);
+  std::vector<const mr::bfloat16*> gate = bank.gate_p, up = bank.up_p, down = bank.down_p;
+  int trapped = 0;
+  for (int e = 0; e < experts; ++e) {
+    if (plan.expert_tokens()[static_cast<std::size_t>(e)] == 0) {
+      gate[static_cast<std::size_t>(e)] = up[static_cast<std::size_t>(e)] = down[static_cast<std::size_t>(e)] = static_cast<const mr::bfloat16*>(trap);
+      ++trapped;
+    }
+  }
+  CHECK(trapped >= 24);
+  w.gate = gate.data(), w.up = up.data(), w.down = down.data();
+  mr::cpu::executor_workspace ws({n, k, experts, d, h});
+  std::vector<float> y(x.size());
+  REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), w, y.data(), ws, std::execution::par).ok());
+  CHECK(relative_error(y, naive_forward<mr::bfloat16>(x, plan, bank, nullptr)) < 1e-5);
+  ::munmap(trap, bytes);
+}
+
+TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") {
+  std::mt19937 rng(5);
+  const expert_bank<float> bank(8, 32, 16, rng);
+  std::vector<float> x(4 * 32, 0.5f), y(4 * 32), logits(4 * 16);
+  for (auto& v : logits) v = std::normal_distribution<float>(0, 1)(rng);
+  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), 4, 16)};
+  mr::routing_plan plan(4, 2, 16);
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(2), batch, plan.view()).ok());
+  auto w = view_of<float>(bank, false, nullptr);
+  mr::cpu::executor_workspace ws({4, 2, 16, 32, 16});
+  // The plan was routed over 16 experts; the weights hold 8.
+  bool beyond = false;
+  for (auto id : plan.ids()) beyond = beyond || id >= 8;
+  REQUIRE(beyond);
+  CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, plan.view(), w, y.data(), ws)).find("must be an expert index below weights.experts = 8") != std::string::npos);
+  mr::routing_plan small(4, 2, 8);
+  mr::routing_batch<float> eight{mr::make_score_view(logits.data(), 4, 8, 16)};
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(2), eight, small.view()).ok());
+  CHECK(mr::cpu::moe_forward(x.data(), 4, small.view(), w, y.data(), ws).ok());
+  mr::cpu::executor_workspace other_d({4, 2, 16, 64, 16});
+  CHECK(mr::cpu::moe_forward(x.data(), 4, small.view(), w, y.data(), other_d).code == mr::errc::workspace_too_small);
+  CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 3, small.view(), w, y.data(), ws)) == "shape mismatch: plan.tokens = 4: must equal n = 3");
+  CHECK(mr::cpu::moe_forward(nullptr, 4, small.view(), w, y.data(), ws).code == mr::errc::null_pointer);
+  auto broken = w;
+  std::vector<const float*> gate = bank.gate_p;
+  gate[3] = nullptr;
+  broken.gate = gate.data();
+  CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, small.view(), broken, y.data(), ws)) ==
+        "null pointer: weights.gate = 3: has a null entry at this expert index");
+  broken = w;
+  broken.hidden = 0;
+  CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, small.view(), broken, y.data(), ws)) == "shape mismatch: weights.hidden = 0: must be positive");
+}
