@@ -3,12 +3,19 @@
 /// The executor's inner kernel: `out[t][r] = sum_c W[r][c] * x[t][c]` for a block of weight
 /// rows and every token of an expert. Each weight row is read once and converted to float
 /// in registers (bfloat16: a shift; never copied to a float buffer), then used for up to
-/// `token_block` tokens at a time while it sits in L1. Sums run in 16 logical lanes combined
-/// in a fixed order, which the compiler maps onto SIMD registers (one AVX-512 register,
-/// two AVX2, four SSE) without reassociating anything: the same bits on every x86-64 build.
+/// `token_block` tokens at a time while it sits in L1. Sums run in 16 lanes combined by a
+/// halving tree. The portable path is plain loops the compiler maps onto whatever SIMD the
+/// build targets; AVX-512 builds use intrinsics (two weight rows per pass, prefetched).
+/// Both add in the same order; whether a multiply-add is fused depends on the build, so
+/// results agree to float rounding, not bit for bit, across ISAs.
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "moe_routing/core/half.hpp"
 
@@ -20,6 +27,86 @@ inline constexpr int token_block = 4;
 
 namespace detail {
 
+/// Adds the columns past the last full group of 16 to each token's lane-reduced sum, and
+/// stores the results.
+template <int Tokens, class Weight>
+inline void finish_row(const float (&sums)[Tokens], const Weight* row, int c, int cols, const float* x,
+                       std::ptrdiff_t x_stride, float* out, std::ptrdiff_t out_stride) {
+  for (int t = 0; t < Tokens; ++t) {
+    float sum = sums[t];
+    for (int tail = c; tail < cols; ++tail) sum += to_float(row[tail]) * x[t * x_stride + tail];
+    out[t * out_stride] = sum;
+  }
+}
+
+/// The 16 lanes added as a halving tree (lane l with l + 8, then l + 4, l + 2, l + 1):
+/// the order `_mm512_reduce_add_ps` uses, so both paths add alike.
+inline float reduce_lanes(float (&lanes)[projection_lanes]) {
+  for (int half = projection_lanes / 2; half >= 1; half /= 2) {
+    for (int l = 0; l < half; ++l) lanes[l] += lanes[l + half];
+  }
+  return lanes[0];
+}
+
+#if defined(__AVX512F__)
+/// 16 weights widened to float in one register: bfloat16 by a shift, float16 by vcvtph2ps.
+template <class Weight>
+inline __m512 load_weights(const Weight* w) {
+  if constexpr (std::is_same_v<Weight, float>) {
+    return _mm512_loadu_ps(w);
+  } else if constexpr (std::is_same_v<Weight, bfloat16>) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  } else {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+  }
+}
+
+/// The AVX-512 form of project_row: one register of weights, one accumulator per token.
+template <int Tokens, class Weight>
+inline void project_row(const Weight* __restrict row, int cols, const float* __restrict x, std::ptrdiff_t x_stride,
+                        float* __restrict out, std::ptrdiff_t out_stride) {
+  __m512 sums[Tokens];
+  for (int t = 0; t < Tokens; ++t) sums[t] = _mm512_setzero_ps();
+  int c = 0;
+  for (; c + projection_lanes <= cols; c += projection_lanes) {
+    const __m512 w = load_weights(row + c);
+    for (int t = 0; t < Tokens; ++t) sums[t] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * x_stride + c), sums[t]);
+  }
+  float reduced[Tokens];
+  for (int t = 0; t < Tokens; ++t) reduced[t] = _mm512_reduce_add_ps(sums[t]);
+  finish_row<Tokens>(reduced, row, c, cols, x, x_stride, out, out_stride);
+}
+
+/// Two consecutive weight rows per pass: two memory streams in flight, and each token's
+/// input loaded once for both. Prefetches the rows a few cache lines ahead.
+template <int Tokens, class Weight>
+inline void project_row_pair(const Weight* __restrict row, int cols, const float* __restrict x, std::ptrdiff_t x_stride,
+                             float* __restrict out, std::ptrdiff_t out_stride) {
+  const Weight* next = row + cols;
+  __m512 first[Tokens], second[Tokens];
+  for (int t = 0; t < Tokens; ++t) first[t] = second[t] = _mm512_setzero_ps();
+  constexpr int ahead = 512 / static_cast<int>(sizeof(Weight));  // 512 bytes ahead
+  int c = 0;
+  for (; c + projection_lanes <= cols; c += projection_lanes) {
+    _mm_prefetch(reinterpret_cast<const char*>(row + c + ahead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next + c + ahead), _MM_HINT_T0);
+    const __m512 w0 = load_weights(row + c), w1 = load_weights(next + c);
+    for (int t = 0; t < Tokens; ++t) {
+      const __m512 xt = _mm512_loadu_ps(x + t * x_stride + c);
+      first[t] = _mm512_fmadd_ps(w0, xt, first[t]);
+      second[t] = _mm512_fmadd_ps(w1, xt, second[t]);
+    }
+  }
+  float reduced[Tokens];
+  for (int t = 0; t < Tokens; ++t) reduced[t] = _mm512_reduce_add_ps(first[t]);
+  finish_row<Tokens>(reduced, row, c, cols, x, x_stride, out, out_stride);
+  for (int t = 0; t < Tokens; ++t) reduced[t] = _mm512_reduce_add_ps(second[t]);
+  finish_row<Tokens>(reduced, next, c, cols, x, x_stride, out + 1, out_stride);
+}
+#define MOE_ROUTING_HAS_ROW_PAIRS 1
+#else
+/// The portable form: plain loops over 16 logical lanes.
 template <int Tokens, class Weight>
 inline void project_row(const Weight* __restrict row, int cols, const float* __restrict x, std::ptrdiff_t x_stride,
                         float* __restrict out, std::ptrdiff_t out_stride) {
@@ -33,13 +120,11 @@ inline void project_row(const Weight* __restrict row, int cols, const float* __r
       for (int l = 0; l < projection_lanes; ++l) acc[t][l] += w[l] * xt[l];
     }
   }
-  for (int t = 0; t < Tokens; ++t) {
-    float sum = 0;
-    for (int l = 0; l < projection_lanes; ++l) sum += acc[t][l];
-    for (int tail = c; tail < cols; ++tail) sum += to_float(row[tail]) * x[t * x_stride + tail];
-    out[t * out_stride] = sum;
-  }
+  float reduced[Tokens];
+  for (int t = 0; t < Tokens; ++t) reduced[t] = reduce_lanes(acc[t]);
+  finish_row<Tokens>(reduced, row, c, cols, x, x_stride, out, out_stride);
 }
+#endif
 
 }  // namespace detail
 
@@ -48,7 +133,23 @@ inline void project_row(const Weight* __restrict row, int cols, const float* __r
 template <class Weight>
 void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, const float* x, std::ptrdiff_t x_stride,
                   int m, float* out, std::ptrdiff_t out_stride) {
-  for (int r = row_begin; r < row_end; ++r) {
+  int r = row_begin;
+#if defined(MOE_ROUTING_HAS_ROW_PAIRS)
+  for (; r + 2 <= row_end; r += 2) {
+    const Weight* row = matrix + static_cast<std::ptrdiff_t>(r) * cols;
+    int t = 0;
+    for (; t + token_block <= m; t += token_block) {
+      detail::project_row_pair<token_block>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride);
+    }
+    switch (m - t) {
+      case 3: detail::project_row_pair<3>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
+      case 2: detail::project_row_pair<2>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
+      case 1: detail::project_row_pair<1>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
+      default: break;
+    }
+  }
+#endif
+  for (; r < row_end; ++r) {
     const Weight* row = matrix + static_cast<std::ptrdiff_t>(r) * cols;
     int t = 0;
     for (; t + token_block <= m; t += token_block) {
