@@ -104,7 +104,7 @@ void run_executor(benchmark::State& state, int n, const std::vector<mr::routing_
   const mr::io::trace& trace = router_trace(n);
   std::vector<std::int32_t> segments;
   std::size_t call = 0;
-  double active_total = 0;
+  double active_total = 0, assignments_total = 0;
   for (auto _ : state) {
     const int layer = static_cast<int>(call % layers);
     const mr::routing_plan* plan = &plans[call % plans.size()];
@@ -119,10 +119,12 @@ void run_executor(benchmark::State& state, int n, const std::vector<mr::routing_
     benchmark::DoNotOptimize(s);
     benchmark::DoNotOptimize(y.data());
     active_total += plan->summary().active_count;
+    for (int i = 0; i < n; ++i) assignments_total += plan->count(i);
     ++call;
   }
   const double mean_active = active_total / static_cast<double>(std::max<std::size_t>(call, 1));
   state.counters["active"] = mean_active;
+  state.counters["assignments"] = assignments_total / static_cast<double>(std::max<std::size_t>(call, 1));
   state.counters["weight_bytes_per_second"] = benchmark::Counter(mean_active * expert_bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
 
