@@ -51,11 +51,11 @@ case "${1:-}" in
     cmake --build "$build-asan" -j "$jobs"
     ctest --test-dir "$build-asan" --output-on-failure -j "$jobs" -LE "soak|build"
 
-    echo "== ThreadSanitizer: the threaded CPU paths"
+    echo "== ThreadSanitizer: the threaded CPU paths (routing and the executor)"
     sanitized "$build-tsan" thread -DMOE_ROUTING_BUILD_TOOLS=OFF
     cmake --build "$build-tsan" -j "$jobs" --target moe_routing_tests
     TSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/tsan.supp halt_on_error=1" \
-      ctest --test-dir "$build-tsan" --output-on-failure -j "$jobs" -R "plans are identical|concurrent routing"
+      ctest --test-dir "$build-tsan" --output-on-failure -j "$jobs" -R "plans are identical|concurrent routing|executor equals"
 
     echo "== libFuzzer: ${MOE_ROUTING_FUZZ_SECONDS:-60} s per target"
     sanitized "$build-fuzz" "" -DMOE_ROUTING_BUILD_TOOLS=OFF -DMOE_ROUTING_BUILD_FUZZERS=ON \
