@@ -105,6 +105,47 @@ inline void project_row_pair(const Weight* __restrict row, int cols, const float
   finish_row<Tokens>(reduced, next, c, cols, x, x_stride, out + 1, out_stride);
 }
 #define MOE_ROUTING_HAS_ROW_PAIRS 1
+
+/// Tuning data for the column-blocked form: columns per chunk, tokens per group, rows per call.
+inline constexpr int column_chunk = 512;
+inline constexpr int token_group = 16;
+inline constexpr int max_block_rows = 32;
+
+/// One chunk of columns for Tokens tokens and a pair of rows, accumulating into the
+/// per-(row, token) registers kept in `acc` (row r's token t at acc[r * token_group + t]).
+template <int Tokens, class Weight>
+inline void chunk_row_pair(const Weight* __restrict row, const Weight* __restrict next, int c_begin, int c_end,
+                           const float* __restrict x, std::ptrdiff_t x_stride, __m512* __restrict acc0, __m512* __restrict acc1) {
+  __m512 first[Tokens], second[Tokens];
+  for (int t = 0; t < Tokens; ++t) first[t] = acc0[t], second[t] = acc1[t];
+  constexpr int ahead = 512 / static_cast<int>(sizeof(Weight));
+  for (int c = c_begin; c < c_end; c += projection_lanes) {
+    _mm_prefetch(reinterpret_cast<const char*>(row + c + ahead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next + c + ahead), _MM_HINT_T0);
+    const __m512 w0 = load_weights(row + c), w1 = load_weights(next + c);
+    for (int t = 0; t < Tokens; ++t) {
+      const __m512 xt = _mm512_loadu_ps(x + t * x_stride + c);
+      first[t] = _mm512_fmadd_ps(w0, xt, first[t]);
+      second[t] = _mm512_fmadd_ps(w1, xt, second[t]);
+    }
+  }
+  for (int t = 0; t < Tokens; ++t) acc0[t] = first[t], acc1[t] = second[t];
+}
+
+template <int Tokens, class Weight>
+inline void chunk_rows(const Weight* matrix, int rows, int cols, int c_begin, int c_end, const float* x,
+                       std::ptrdiff_t x_stride, __m512* acc) {
+  for (int r = 0; r + 1 < rows; r += 2) {
+    chunk_row_pair<Tokens>(matrix + static_cast<std::ptrdiff_t>(r) * cols, matrix + static_cast<std::ptrdiff_t>(r + 1) * cols,
+                           c_begin, c_end, x, x_stride, acc + r * token_group, acc + (r + 1) * token_group);
+  }
+  if (rows % 2 == 1) {  // a last single row: pair it with itself, keep one result
+    const Weight* last = matrix + static_cast<std::ptrdiff_t>(rows - 1) * cols;
+    __m512 discard[Tokens];
+    for (int t = 0; t < Tokens; ++t) discard[t] = _mm512_setzero_ps();
+    chunk_row_pair<Tokens>(last, last, c_begin, c_end, x, x_stride, acc + (rows - 1) * token_group, discard);
+  }
+}
 #else
 /// The portable form: plain loops over 16 logical lanes.
 template <int Tokens, class Weight>
@@ -135,18 +176,39 @@ void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, co
                   int m, float* out, std::ptrdiff_t out_stride) {
   int r = row_begin;
 #if defined(MOE_ROUTING_HAS_ROW_PAIRS)
-  for (; r + 2 <= row_end; r += 2) {
-    const Weight* row = matrix + static_cast<std::ptrdiff_t>(r) * cols;
-    int t = 0;
-    for (; t + token_block <= m; t += token_block) {
-      detail::project_row_pair<token_block>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride);
+  // Column-blocked: each token's input chunk stays in L1 while the rows stream past once;
+  // per-(row, token) registers wait in an L1 buffer between chunks.
+  if (row_end - row_begin <= detail::max_block_rows) {
+    alignas(64) __m512 acc[detail::max_block_rows * detail::token_group];
+    const int rows = row_end - row_begin;
+    const int full = cols / projection_lanes * projection_lanes;
+    const Weight* block = matrix + static_cast<std::ptrdiff_t>(row_begin) * cols;
+    for (int t0 = 0; t0 < m; t0 += detail::token_group) {
+      const int tokens = std::min(detail::token_group, m - t0);
+      for (int i = 0; i < rows * detail::token_group; ++i) acc[i] = _mm512_setzero_ps();
+      for (int c0 = 0; c0 < full; c0 += detail::column_chunk) {
+        const int c1 = std::min(c0 + detail::column_chunk, full);
+        for (int t = 0; t < tokens; t += token_block) {
+          const float* xt = x + (t0 + t) * x_stride;
+          __m512* at = acc + t;
+          switch (std::min(token_block, tokens - t)) {
+            case 4: detail::chunk_rows<4>(block, rows, cols, c0, c1, xt, x_stride, at); break;
+            case 3: detail::chunk_rows<3>(block, rows, cols, c0, c1, xt, x_stride, at); break;
+            case 2: detail::chunk_rows<2>(block, rows, cols, c0, c1, xt, x_stride, at); break;
+            default: detail::chunk_rows<1>(block, rows, cols, c0, c1, xt, x_stride, at); break;
+          }
+        }
+      }
+      for (int rr = 0; rr < rows; ++rr) {
+        const Weight* row = block + static_cast<std::ptrdiff_t>(rr) * cols;
+        for (int t = 0; t < tokens; ++t) {
+          float sum = _mm512_reduce_add_ps(acc[rr * detail::token_group + t]);
+          for (int tail = full; tail < cols; ++tail) sum += to_float(row[tail]) * x[(t0 + t) * x_stride + tail];
+          out[(t0 + t) * out_stride + row_begin + rr] = sum;
+        }
+      }
     }
-    switch (m - t) {
-      case 3: detail::project_row_pair<3>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
-      case 2: detail::project_row_pair<2>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
-      case 1: detail::project_row_pair<1>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
-      default: break;
-    }
+    return;
   }
 #endif
   for (; r < row_end; ++r) {
@@ -164,6 +226,6 @@ void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, co
   }
 }
 
-static_assert(token_block == 4, "project_rows' tail switch covers token_block - 1 = 3 leftover tokens");
+static_assert(token_block == 4, "project_rows' tail switches cover token_block - 1 = 3 leftover tokens");
 
 }  // namespace moe_routing::cpu
