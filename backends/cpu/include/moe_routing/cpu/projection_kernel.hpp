@@ -5,7 +5,8 @@
 /// in registers (bfloat16: a shift; never copied to a float buffer), then used for up to
 /// `token_block` tokens at a time while it sits in L1. Sums run in 16 lanes combined by a
 /// halving tree. The portable path is plain loops the compiler maps onto whatever SIMD the
-/// build targets; AVX-512 builds use intrinsics (two weight rows per pass, prefetched).
+/// build targets; AVX-512 builds use intrinsics: two weight rows per pass, prefetched, and
+/// columns in chunks so every token's input chunk stays in L1 while the weights stream once.
 /// Both add in the same order; whether a multiply-add is fused depends on the build, so
 /// results agree to float rounding, not bit for bit, across ISAs.
 
@@ -61,50 +62,6 @@ inline __m512 load_weights(const Weight* w) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
   }
 }
-
-/// The AVX-512 form of project_row: one register of weights, one accumulator per token.
-template <int Tokens, class Weight>
-inline void project_row(const Weight* __restrict row, int cols, const float* __restrict x, std::ptrdiff_t x_stride,
-                        float* __restrict out, std::ptrdiff_t out_stride) {
-  __m512 sums[Tokens];
-  for (int t = 0; t < Tokens; ++t) sums[t] = _mm512_setzero_ps();
-  int c = 0;
-  for (; c + projection_lanes <= cols; c += projection_lanes) {
-    const __m512 w = load_weights(row + c);
-    for (int t = 0; t < Tokens; ++t) sums[t] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * x_stride + c), sums[t]);
-  }
-  float reduced[Tokens];
-  for (int t = 0; t < Tokens; ++t) reduced[t] = _mm512_reduce_add_ps(sums[t]);
-  finish_row<Tokens>(reduced, row, c, cols, x, x_stride, out, out_stride);
-}
-
-/// Two consecutive weight rows per pass: two memory streams in flight, and each token's
-/// input loaded once for both. Prefetches the rows a few cache lines ahead.
-template <int Tokens, class Weight>
-inline void project_row_pair(const Weight* __restrict row, int cols, const float* __restrict x, std::ptrdiff_t x_stride,
-                             float* __restrict out, std::ptrdiff_t out_stride) {
-  const Weight* next = row + cols;
-  __m512 first[Tokens], second[Tokens];
-  for (int t = 0; t < Tokens; ++t) first[t] = second[t] = _mm512_setzero_ps();
-  constexpr int ahead = 512 / static_cast<int>(sizeof(Weight));  // 512 bytes ahead
-  int c = 0;
-  for (; c + projection_lanes <= cols; c += projection_lanes) {
-    _mm_prefetch(reinterpret_cast<const char*>(row + c + ahead), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(next + c + ahead), _MM_HINT_T0);
-    const __m512 w0 = load_weights(row + c), w1 = load_weights(next + c);
-    for (int t = 0; t < Tokens; ++t) {
-      const __m512 xt = _mm512_loadu_ps(x + t * x_stride + c);
-      first[t] = _mm512_fmadd_ps(w0, xt, first[t]);
-      second[t] = _mm512_fmadd_ps(w1, xt, second[t]);
-    }
-  }
-  float reduced[Tokens];
-  for (int t = 0; t < Tokens; ++t) reduced[t] = _mm512_reduce_add_ps(first[t]);
-  finish_row<Tokens>(reduced, row, c, cols, x, x_stride, out, out_stride);
-  for (int t = 0; t < Tokens; ++t) reduced[t] = _mm512_reduce_add_ps(second[t]);
-  finish_row<Tokens>(reduced, next, c, cols, x, x_stride, out + 1, out_stride);
-}
-#define MOE_ROUTING_HAS_ROW_PAIRS 1
 
 /// Tuning data for the column-blocked form: columns per chunk, tokens per group, rows per call.
 inline constexpr int column_chunk = 512;
@@ -174,15 +131,14 @@ inline void project_row(const Weight* __restrict row, int cols, const float* __r
 template <class Weight>
 void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, const float* x, std::ptrdiff_t x_stride,
                   int m, float* out, std::ptrdiff_t out_stride) {
-  int r = row_begin;
-#if defined(MOE_ROUTING_HAS_ROW_PAIRS)
+#if defined(__AVX512F__)
   // Column-blocked: each token's input chunk stays in L1 while the rows stream past once;
   // per-(row, token) registers wait in an L1 buffer between chunks.
-  if (row_end - row_begin <= detail::max_block_rows) {
-    alignas(64) __m512 acc[detail::max_block_rows * detail::token_group];
-    const int rows = row_end - row_begin;
-    const int full = cols / projection_lanes * projection_lanes;
-    const Weight* block = matrix + static_cast<std::ptrdiff_t>(row_begin) * cols;
+  alignas(64) __m512 acc[detail::max_block_rows * detail::token_group];
+  const int full = cols / projection_lanes * projection_lanes;
+  for (int r0 = row_begin; r0 < row_end; r0 += detail::max_block_rows) {
+    const int rows = std::min(detail::max_block_rows, row_end - r0);
+    const Weight* block = matrix + static_cast<std::ptrdiff_t>(r0) * cols;
     for (int t0 = 0; t0 < m; t0 += detail::token_group) {
       const int tokens = std::min(detail::token_group, m - t0);
       for (int i = 0; i < rows * detail::token_group; ++i) acc[i] = _mm512_setzero_ps();
@@ -190,12 +146,11 @@ void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, co
         const int c1 = std::min(c0 + detail::column_chunk, full);
         for (int t = 0; t < tokens; t += token_block) {
           const float* xt = x + (t0 + t) * x_stride;
-          __m512* at = acc + t;
           switch (std::min(token_block, tokens - t)) {
-            case 4: detail::chunk_rows<4>(block, rows, cols, c0, c1, xt, x_stride, at); break;
-            case 3: detail::chunk_rows<3>(block, rows, cols, c0, c1, xt, x_stride, at); break;
-            case 2: detail::chunk_rows<2>(block, rows, cols, c0, c1, xt, x_stride, at); break;
-            default: detail::chunk_rows<1>(block, rows, cols, c0, c1, xt, x_stride, at); break;
+            case 4: detail::chunk_rows<4>(block, rows, cols, c0, c1, xt, x_stride, acc + t); break;
+            case 3: detail::chunk_rows<3>(block, rows, cols, c0, c1, xt, x_stride, acc + t); break;
+            case 2: detail::chunk_rows<2>(block, rows, cols, c0, c1, xt, x_stride, acc + t); break;
+            default: detail::chunk_rows<1>(block, rows, cols, c0, c1, xt, x_stride, acc + t); break;
           }
         }
       }
@@ -204,14 +159,13 @@ void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, co
         for (int t = 0; t < tokens; ++t) {
           float sum = _mm512_reduce_add_ps(acc[rr * detail::token_group + t]);
           for (int tail = full; tail < cols; ++tail) sum += to_float(row[tail]) * x[(t0 + t) * x_stride + tail];
-          out[(t0 + t) * out_stride + row_begin + rr] = sum;
+          out[(t0 + t) * out_stride + r0 + rr] = sum;
         }
       }
     }
-    return;
   }
-#endif
-  for (; r < row_end; ++r) {
+#else
+  for (int r = row_begin; r < row_end; ++r) {
     const Weight* row = matrix + static_cast<std::ptrdiff_t>(r) * cols;
     int t = 0;
     for (; t + token_block <= m; t += token_block) {
@@ -224,6 +178,7 @@ void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, co
       default: break;
     }
   }
+#endif
 }
 
 static_assert(token_block == 4, "project_rows' tail switches cover token_block - 1 = 3 leftover tokens");
