@@ -13,6 +13,7 @@
 #include "moe_routing/cpu/route.hpp"
 #include "moe_routing/io/trace.hpp"
 #include "moe_routing/metrics/plan_metrics.hpp"
+#include "moe_routing/policies/presets.hpp"
 #include "moe_routing/policies/runtime_policy.hpp"
 
 namespace moe_routing::cpu {
