@@ -55,6 +55,26 @@ constexpr bool needs_dense_mass(const Policy& policy) {
   return dense;
 }
 
+/// Whether any part of the policy reads p beyond the renormalised weights of experts in
+/// the top ranks: masses, confidence, top-p or skip thresholds, raw weights, or an unknown
+/// (user) stage. When none does, softmax rows need no denominator.
+template <routing_policy Policy>
+constexpr bool needs_full_softmax(const Policy& policy) {
+  bool needs = false;
+  policy.for_each_stage([&](const auto& stage) {
+    using stage_type = std::remove_cvref_t<decltype(stage)>;
+    if constexpr (std::is_same_v<stage_type, topk_union>) {
+    } else if constexpr (std::is_same_v<stage_type, prune>) {
+      needs = needs || stage.top_p < 1.0f || stage.skip_ratio > 0.0f;
+    } else if constexpr (std::is_same_v<stage_type, refine>) {
+      needs = needs || stage.weights != weighting::renormalize;
+    } else {
+      needs = true;
+    }
+  });
+  return needs;
+}
+
 /// Checks of the per-call data that do not depend on the policy.
 template <score_element Element>
 status check_call(const routing_batch<Element>& batch, const plan_view& plan, const workspace& ws) {
@@ -86,7 +106,7 @@ template <routing_policy Policy, score_element Element, class ExecutionPolicy>
 status route_checked(const Policy& policy, const routing_batch<Element>& batch,
                      const plan_view& plan, workspace& ws, ExecutionPolicy exec) {
   route_context<Element, ExecutionPolicy> context(batch, plan.top_k, ws, exec);
-  context.score_tokens(needs_dense_mass(policy));
+  context.score_tokens(needs_dense_mass(policy), !needs_full_softmax(policy));
   refine assignment = assignment_of(policy);
   if (batch.step == phase::prefill && has_decode_only_stage(policy)) {
     // Decode-only policies route exactly like vanilla top-k in prefill.

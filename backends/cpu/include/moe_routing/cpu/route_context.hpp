@@ -118,10 +118,14 @@ class route_context {
 
   /// Pass 1: scores every valid row once, keeps its top-k with p and sparse gates, and
   /// accumulates the column masses (dense only when `dense_mass` is asked) and votes.
-  void score_tokens(bool dense_mass) {
+  /// `top_k_only`: the policy reads p only through renormalised weights of top-ranked
+  /// experts (see `needs_full_softmax`), so a softmax row is ranked by its logits and only
+  /// its top-k are exponentiated, relative to the top-1 logit: the denominator cancels.
+  void score_tokens(bool dense_mass, bool top_k_only = false) {
     const int n = tokens();
     const int e_count = experts();
     const auto width = static_cast<std::size_t>(e_count);
+    const bool cheap_softmax = top_k_only && batch_.mode == scoring::softmax && !batch_.groups.enabled();
     std::for_each(exec_, ws_.chunk_index.begin(), ws_.chunk_index.begin() + chunk_count_,
                   [&, dense_mass](int chunk) {
       std::int64_t* sparse = ws_.chunk_sparse_mass.data() + chunk_offset(chunk);
@@ -133,12 +137,17 @@ class route_context {
       for (int token = chunk * tokens_per_chunk; token < end; ++token) {
         ws_.depth[static_cast<std::size_t>(token)] = 0;
         if (!is_valid(token)) continue;
-        ws_.stats[static_cast<std::size_t>(token)] = score_full_row(token, chunk);
-        const float* p = scratch_p(chunk);
-        select_top(scratch_keys(chunk), e_count, top_k_, top_keys);
         std::int32_t* ids = ws_.top_ids.data() + offset(token);
         float* top_p = ws_.top_p.data() + offset(token);
         float* gates = ws_.top_gate.data() + offset(token);
+        if (cheap_softmax && score_top_k_only(token, chunk, top_keys, ids, top_p)) {
+          sparse_gates(top_p, top_k_, gates);
+          for (int j = 0; j < top_k_; ++j) sparse[ids[j]] += to_fixed_mass(gates[j]);
+          continue;
+        }
+        ws_.stats[static_cast<std::size_t>(token)] = score_full_row(token, chunk);
+        const float* p = scratch_p(chunk);
+        select_top(scratch_keys(chunk), e_count, top_k_, top_keys);
         for (int j = 0; j < top_k_; ++j) {
           ids[j] = expert_of(top_keys[j]);
           top_p[j] = p[ids[j]];
@@ -160,6 +169,27 @@ class route_context {
   }
 
  private:
+  /// Softmax top-k without the denominator: keys from the logits, then p_j = exp(x_j - x_top1)
+  /// for the k winners. Returns false (the caller scores the full row) when the top logit is
+  /// not finite. The stats make `probability()` reproduce these p exactly for any expert.
+  bool score_top_k_only(int token, int chunk, rank_key* top_keys, std::int32_t* ids, float* top_p) {
+    const auto* row = batch_.scores.row(token);
+    rank_key* keys = scratch_keys(chunk);
+    for (int e = 0; e < experts(); ++e) keys[e] = make_rank_key(to_float(row[e]), e);
+    select_top(keys, experts(), top_k_, top_keys);
+    const float top = to_float(row[expert_of(top_keys[0])]);
+    if (!(top > -3.0e38f && top < 3.0e38f)) return false;  // NaN or infinite: full row
+    row_stats stats;
+    stats.max_logit = top;
+    stats.denominator = 1.0f;
+    ws_.stats[static_cast<std::size_t>(token)] = stats;
+    for (int j = 0; j < top_k_; ++j) {
+      ids[j] = expert_of(top_keys[j]);
+      top_p[j] = probability_of(scoring::softmax, to_float(row[ids[j]]), stats);
+    }
+    return true;
+  }
+
   std::size_t offset(int token) const noexcept {
     return static_cast<std::size_t>(token) * static_cast<std::size_t>(top_k_);
   }
