@@ -82,9 +82,10 @@ TEST_CASE("a trace round-trips through its directory, float32 and float16") {
     CHECK(back.placement == t.placement);
     CHECK(back.devices == 4);
     std::vector<std::int32_t> segments;
-    const auto batch = back.batch<float>(1, 2, segments);
+    const int tokens = half ? back.batch<mr::float16>(1, 2, segments).tokens() : back.batch<float>(1, 2, segments).tokens();
     CHECK(segments == std::vector<std::int32_t>{0, 4, 8});
-    CHECK(batch.tokens() == 8);
+    CHECK(tokens == 8);
+    if (half) CHECK_THROWS_WITH_AS(back.batch<float>(0, 0, segments), "trace holds float16 scores; ask for batch<float16>", mr::io::trace_error);
   }
 }
 

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "moe_routing/core/batch.hpp"
@@ -65,9 +66,16 @@ struct trace {
     }
   }
 
-  /// The routing batch of one layer and step. `segment_buffer` must outlive the batch.
+  /// The routing batch of one layer and step, in the element type the trace stores
+  /// (`half` says which); asking for the other throws. `segment_buffer` must outlive the batch.
   template <score_element Element>
   routing_batch<Element> batch(int layer, int s, std::vector<std::int32_t>& segment_buffer) const {
+    static_assert(std::is_same_v<Element, float> || std::is_same_v<Element, float16>,
+                  "A trace stores float32 or float16 scores; ask for batch<float> or batch<float16>.");
+    if (half != std::is_same_v<Element, float16>) {
+      throw trace_error(std::string("trace holds ") + (half ? "float16" : "float32") + " scores; ask for batch<" +
+                        (half ? "float16" : "float") + ">");
+    }
     const std::size_t offset = (static_cast<std::size_t>(layer) * tokens + step_begin(s)) * experts;
     const int n = step_end(s) - step_begin(s);
     routing_batch<Element> b;
