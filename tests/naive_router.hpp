@@ -153,13 +153,22 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
   // gates over topk_i and column masses
   auto gate_of = [&](int i, int e) -> float {  // sparse gate
     const auto& t = info[i];
-    float sum = 0;
-    for (int j = 0; j < top_k; ++j) sum += std::max(0.0f, t.p[t.order[j]]);
     bool in_top = false;
     for (int j = 0; j < top_k; ++j) in_top |= t.order[j] == e;
     if (!in_top) return 0.0f;
+    // Softmax with a finite top logit: the gate is exp(x - x_top1) renormalised over the
+    // top-k (the softmax denominator cancels; docs/design.md). Otherwise p renormalised.
+    const float* x = &b.x[static_cast<std::size_t>(i) * b.E];
+    const float top = x[t.order[0]];
+    std::vector<float> value(b.E, 0.0f);
+    for (int j = 0; j < top_k; ++j) {
+      const int expert = t.order[j];
+      value[expert] = (b.scoring == mode::softmax && std::isfinite(top)) ? std::exp(x[expert] - top) : t.p[expert];
+    }
+    float sum = 0;
+    for (int j = 0; j < top_k; ++j) sum += std::max(0.0f, value[t.order[j]]);
     if (!(sum > 0) || std::isinf(sum)) return 1.0f / static_cast<float>(top_k);
-    return std::max(0.0f, t.p[e]) / sum;
+    return std::max(0.0f, value[e]) / sum;
   };
   auto mass_of = [&](int i, int e, bool dense) -> std::int64_t {
     return dense ? fixed(info[i].p[e]) : fixed(gate_of(i, e));

@@ -55,9 +55,10 @@ constexpr bool needs_dense_mass(const Policy& policy) {
   return dense;
 }
 
-/// Whether any part of the policy reads p beyond the renormalised weights of experts in
-/// the top ranks: masses, confidence, top-p or skip thresholds, raw weights, or an unknown
-/// (user) stage. When none does, softmax rows need no denominator.
+/// Whether any part of the policy reads p beyond ratios within a token's top ranks
+/// (renormalised weights, sparse top-k gates): dense masses, confidence, top-p or skip
+/// thresholds, raw weights, or an unknown (user) stage. When none does, softmax rows need
+/// no denominator.
 template <routing_policy Policy>
 constexpr bool needs_full_softmax(const Policy& policy) {
   bool needs = false;
@@ -68,8 +69,11 @@ constexpr bool needs_full_softmax(const Policy& policy) {
       needs = needs || stage.top_p < 1.0f || stage.skip_ratio > 0.0f;
     } else if constexpr (std::is_same_v<stage_type, refine>) {
       needs = needs || stage.weights != weighting::renormalize;
+    } else if constexpr (std::is_same_v<stage_type, greedy_mass> || std::is_same_v<stage_type, per_request> ||
+                         std::is_same_v<stage_type, ep_fill> || std::is_same_v<stage_type, vote_drop>) {
+      needs = needs || stage.gate == column_mass::dense;  // sparse gates cancel the denominator too
     } else {
-      needs = true;
+      needs = true;  // confidence_keep reads the candidate total; user stages may read anything
     }
   });
   return needs;

@@ -8,6 +8,7 @@
 /// A user-written set stage receives this object in its `apply(auto& context)`.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <span>
 
@@ -141,7 +142,7 @@ class route_context {
         float* top_p = ws_.top_p.data() + offset(token);
         float* gates = ws_.top_gate.data() + offset(token);
         if (cheap_softmax && score_top_k_only(token, chunk, top_keys, ids, top_p)) {
-          sparse_gates(top_p, top_k_, gates);
+          sparse_gates(top_p, top_k_, gates);  // top_p are exp(x_j - x_top1) here: the same gates
           for (int j = 0; j < top_k_; ++j) sparse[ids[j]] += to_fixed_mass(gates[j]);
           continue;
         }
@@ -152,7 +153,7 @@ class route_context {
           ids[j] = expert_of(top_keys[j]);
           top_p[j] = p[ids[j]];
         }
-        sparse_gates(top_p, top_k_, gates);
+        top_k_gates(token, ids, top_p, gates);
         for (int j = 0; j < top_k_; ++j) sparse[ids[j]] += to_fixed_mass(gates[j]);
         if (dense_mass) {
           for (int e = 0; e < e_count; ++e) dense[e] += to_fixed_mass(p[e]);
@@ -169,6 +170,24 @@ class route_context {
   }
 
  private:
+  /// A token's sparse top-k gates. Softmax rows: exp(x_j - x_top1) renormalised over the
+  /// top-k (p / sum of p with the softmax denominator cancelled, so the top-k-only path gets
+  /// the same bits); other scorings, or a non-finite top logit: p renormalised.
+  void top_k_gates(int token, const std::int32_t* ids, const float* top_p, float* gates) const {
+    const auto* row = batch_.scores.row(token);
+    const float top = to_float(row[ids[0]]);
+    if (batch_.mode == scoring::softmax && std::isfinite(top)) {
+      float relative[max_top_k];
+      row_stats unit;
+      unit.max_logit = top;
+      unit.denominator = 1.0f;
+      for (int j = 0; j < top_k_; ++j) relative[j] = probability_of(scoring::softmax, to_float(row[ids[j]]), unit);
+      sparse_gates(relative, top_k_, gates);
+    } else {
+      sparse_gates(top_p, top_k_, gates);
+    }
+  }
+
   /// Softmax top-k without the denominator: keys from the logits, then p_j = exp(x_j - x_top1)
   /// for the k winners. Returns false (the caller scores the full row) when the top logit is
   /// not finite. The stats make `probability()` reproduce these p exactly for any expert.
@@ -178,7 +197,7 @@ class route_context {
     for (int e = 0; e < experts(); ++e) keys[e] = make_rank_key(to_float(row[e]), e);
     select_top(keys, experts(), top_k_, top_keys);
     const float top = to_float(row[expert_of(top_keys[0])]);
-    if (!(top > -3.0e38f && top < 3.0e38f)) return false;  // NaN or infinite: full row
+    if (!std::isfinite(top)) return false;  // NaN or infinite: full row
     row_stats stats;
     stats.max_logit = top;
     stats.denominator = 1.0f;
