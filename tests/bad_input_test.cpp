@@ -92,6 +92,12 @@ TEST_CASE("shape and input errors name what is wrong") {
     f.batch.device_count = 2;
     CHECK(f.route() == "invalid input: placement[e] = 2: must be in [0, device_count) batch.device_count = 2");
   }
+  SUBCASE("more devices than the library supports") {
+    const std::vector<std::int32_t> placement(16, 0);
+    f.batch.placement = placement.data();
+    f.batch.device_count = 5000;
+    CHECK(f.route() == "invalid input: batch.device_count = 5000: must be in [1, max_experts] when a placement is given max_experts = 1024");
+  }
   SUBCASE("null plan buffers") {
     mr::plan_view view = f.plan.view();
     view.ids = nullptr;

@@ -94,3 +94,25 @@ TEST_CASE("a stage that cannot seed S is refused as a policy's first stage") {
   CHECK_FALSE(mr::validate_policy(mr::greedy_mass{.add = 4, .gate = mr::column_mass::dense} | mr::refine{.k = 8}).ok());
   CHECK(mr::validate_policy(mr::greedy_mass{.add = 4} | mr::refine{.k = 8}).ok());
 }
+
+namespace {
+/// A user stage that (wrongly) empties S; it claims to seed S so that it passes validation.
+struct forget_everything {
+  static constexpr moe_routing::stage_role role = moe_routing::stage_role::set;
+  void apply(auto& context) const { context.selected.clear(); }
+};
+}  // namespace
+
+TEST_CASE("a user stage that empties S while tokens are valid is reported before any row is assigned") {
+  std::vector<float> scores(3 * 8, 1.0f);
+  mr::routing_batch<float> batch{mr::make_score_view(scores.data(), 3, 8)};
+  mr::cpu::workspace ws({3, 8, 2});
+  mr::routing_plan plan(3, 2, 8);
+  const auto policy = mr::prune{.k0 = 1} | forget_everything{} | mr::refine{.k = 2};
+  const mr::status s = mr::cpu::route(policy, batch, plan.view(), ws);
+  CHECK(mr::to_string(s) == "invalid parameter: selected set size = 0: must not be 0 while valid tokens exist: a custom set stage emptied S");
+  CHECK(plan.ids() == std::vector<std::int32_t>(6, 0));  // untouched: no half-assigned rows
+  const std::vector<std::uint8_t> none(3, 0);
+  batch.token_mask = none.data();
+  CHECK(mr::cpu::route(policy, batch, plan.view(), ws).ok());  // nothing valid: an empty S is right
+}

@@ -133,9 +133,9 @@ constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
     }
   }
   if (batch.placement != nullptr) {
-    if (batch.device_count < 1) {
+    if (batch.device_count < 1 || batch.device_count > max_experts) {
       return fail(errc::invalid_input, "batch.device_count", batch.device_count,
-                  "must be at least 1 when a placement is given");
+                  "must be in [1, max_experts] when a placement is given", "max_experts", max_experts);
     }
     for (int e = 0; e < experts; ++e) {
       if (batch.placement[e] < 0 || batch.placement[e] >= batch.device_count) {

@@ -100,22 +100,18 @@ inline const std::vector<preset>& presets() {
     generator_config uniform;
     uniform.kind = trace_kind::uniform;
     list.push_back({"uniform", uniform, "independent uniform scores: mean vanilla |active| = E(1 - (1 - k/E)^n)"});
-    generator_config qwen;
-    qwen.experts = 128;
-    qwen.top_k = 8;
-    qwen.popularity_skew = 0.295;
-    qwen.topic_strength = 0.9;
-    qwen.token_noise = 1.0;
-    list.push_back({"qwen3-30b-a3b", qwen,
+    const auto realistic = [](int experts, int top_k, double popularity_skew, double topic_strength) {
+      generator_config c;
+      c.experts = experts;
+      c.top_k = top_k;
+      c.popularity_skew = popularity_skew;
+      c.topic_strength = topic_strength;
+      return c;
+    };
+    list.push_back({"qwen3-30b-a3b", realistic(128, 8, 0.295, 0.9),
                     "E = 128, k = 8; vanilla decode at batch 16 activates 48.8 experts on average "
                     "(OEA paper, Table 4, average over AIME24, GPQA, LiveCodeBench, MATH-500)"});
-    generator_config deepseek;
-    deepseek.experts = 256;
-    deepseek.top_k = 8;
-    deepseek.popularity_skew = 0.0;
-    deepseek.topic_strength = 0.1;
-    deepseek.token_noise = 1.0;
-    list.push_back({"deepseek-r1", deepseek,
+    list.push_back({"deepseek-r1", realistic(256, 8, 0.0, 0.1),
                     "E = 256, k = 8; about 57 active experts at batch 8 and 163 at batch 32 "
                     "(XShare paper, section 1: close to the uniform model)"});
     return list;

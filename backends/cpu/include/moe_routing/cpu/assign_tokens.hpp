@@ -60,7 +60,7 @@ int assign_token(const refine& stage, Context& context, int token, int chunk,
   rank_key threshold = 0;
   if (max_rank < experts) {
     // The key of rank max_rank - 1; keys at or above it rank below max_rank.
-    rank_key* sorted = reinterpret_cast<rank_key*>(context.scratch_mass(chunk));
+    rank_key* sorted = context.scratch_sorted_keys(chunk);
     std::copy(keys, keys + experts, sorted);
     std::nth_element(sorted, sorted + (max_rank - 1), sorted + experts, std::greater<>{});
     threshold = sorted[max_rank - 1];
@@ -111,9 +111,7 @@ status assign_tokens(const refine& stage, Context& context, const plan_view& pla
   plan_summary& summary = *plan.summary;
   summary.active.clear();
   if (plan.expert_tokens != nullptr) std::fill(plan.expert_tokens, plan.expert_tokens + context.experts(), 0);
-  bool valid_token = false;
   for (int token = 0; token < n; ++token) {
-    valid_token = valid_token || context.is_valid(token);
     for (int j = 0; j < plan.counts[token]; ++j) {
       const std::int32_t e = plan.ids[static_cast<std::size_t>(token) * width + j];
       summary.active.insert(e);
@@ -123,14 +121,10 @@ status assign_tokens(const refine& stage, Context& context, const plan_view& pla
   summary.active_count = summary.active.size();
   summary.selected = context.selected;
   summary.selected_count = context.selected.size();
-  if (valid_token && context.selected.empty()) {
-    return fail(errc::invalid_parameter, "selected set size", 0,
-                "must not be 0 while valid tokens exist: a custom set stage emptied S");
-  }
   summary.max_device_load = 0;
   if (context.devices() > 0) {
     std::int32_t* loads = plan.device_loads != nullptr ? plan.device_loads
-                                                       : context.storage().device_scratch.data();
+                                                       : context.storage().expert_scratch.data();
     std::fill(loads, loads + context.devices(), 0);
     summary.active.for_each([&](int e) { ++loads[context.device_of(e)]; });
     summary.max_device_load = *std::max_element(loads, loads + context.devices());

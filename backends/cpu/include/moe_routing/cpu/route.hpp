@@ -123,6 +123,14 @@ status route_checked(const Policy& policy, const routing_batch<Element>& batch,
       if constexpr (set_stage<stage_type>) stage_executor<cpu_backend, stage_type>::apply(stage, context);
     });
   }
+  if (context.selected.empty()) {  // built-in stages never empty S (checked when built); user stages may
+    for (int token = 0; token < batch.tokens(); ++token) {
+      if (batch.is_valid(token)) {
+        return fail(errc::invalid_parameter, "selected set size", 0,
+                    "must not be 0 while valid tokens exist: a custom set stage emptied S");
+      }
+    }
+  }
   return assign_tokens(assignment, context, plan);
 }
 

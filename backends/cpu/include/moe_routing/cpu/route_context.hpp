@@ -79,11 +79,12 @@ class route_context {
   float* scratch_p(int chunk) const noexcept { return ws_.chunk_p.data() + chunk_offset(chunk); }
   float* scratch_s(int chunk) const noexcept { return ws_.chunk_s.data() + chunk_offset(chunk); }
   rank_key* scratch_keys(int chunk) const noexcept { return ws_.chunk_keys.data() + chunk_offset(chunk); }
+  rank_key* scratch_sorted_keys(int chunk) const noexcept { return ws_.chunk_sorted_keys.data() + chunk_offset(chunk); }
   std::int32_t* scratch_order(int chunk) const noexcept { return ws_.chunk_order.data() + chunk_offset(chunk); }
   std::int64_t* scratch_mass(int chunk) const noexcept { return ws_.chunk_sparse_mass.data() + chunk_offset(chunk); }
 
   // ---- batch-wide ----
-  /// c[e] in fixed point (`column_mass.hpp`), summed over valid tokens.
+  /// c[e] in fixed point (`fixed_mass.hpp`), summed over valid tokens.
   std::span<const std::int64_t> mass(column_mass gate) const noexcept {
     const auto& values = gate == column_mass::dense ? ws_.dense_mass : ws_.sparse_mass;
     return {values.data(), static_cast<std::size_t>(experts())};
@@ -119,9 +120,10 @@ class route_context {
 
   /// Pass 1: scores every valid row once, keeps its top-k with p and sparse gates, and
   /// accumulates the column masses (dense only when `dense_mass` is asked) and votes.
-  /// `top_k_only`: the policy reads p only through renormalised weights of top-ranked
-  /// experts (see `needs_full_softmax`), so a softmax row is ranked by its logits and only
-  /// its top-k are exponentiated, relative to the top-1 logit: the denominator cancels.
+  /// `top_k_only`: the policy reads p only as ratios within a token's top ranks
+  /// (renormalised weights, sparse gates; see `needs_full_softmax`), so a softmax row is
+  /// ranked by its logits and only its top-k are exponentiated, relative to the top-1
+  /// logit: the denominator cancels. Its candidate total and confidence are then not set.
   void score_tokens(bool dense_mass, bool top_k_only = false) {
     const int n = tokens();
     const int e_count = experts();
@@ -142,22 +144,21 @@ class route_context {
         float* top_p = ws_.top_p.data() + offset(token);
         float* gates = ws_.top_gate.data() + offset(token);
         if (cheap_softmax && score_top_k_only(token, chunk, top_keys, ids, top_p)) {
-          sparse_gates(top_p, top_k_, gates);  // top_p are exp(x_j - x_top1) here: the same gates
-          for (int j = 0; j < top_k_; ++j) sparse[ids[j]] += to_fixed_mass(gates[j]);
-          continue;
+          sparse_gates(top_p, top_k_, gates);  // top_p are exp(x_j - x_top1) here already
+        } else {
+          ws_.stats[static_cast<std::size_t>(token)] = score_full_row(token, chunk);
+          const float* p = scratch_p(chunk);
+          select_top(scratch_keys(chunk), e_count, top_k_, top_keys);
+          for (int j = 0; j < top_k_; ++j) {
+            ids[j] = expert_of(top_keys[j]);
+            top_p[j] = p[ids[j]];
+          }
+          top_k_gates(token, ids, top_p, gates);
+          if (dense_mass) {  // never with cheap_softmax: dense gates need the full softmax
+            for (int e = 0; e < e_count; ++e) dense[e] += to_fixed_mass(p[e]);
+          }
         }
-        ws_.stats[static_cast<std::size_t>(token)] = score_full_row(token, chunk);
-        const float* p = scratch_p(chunk);
-        select_top(scratch_keys(chunk), e_count, top_k_, top_keys);
-        for (int j = 0; j < top_k_; ++j) {
-          ids[j] = expert_of(top_keys[j]);
-          top_p[j] = p[ids[j]];
-        }
-        top_k_gates(token, ids, top_p, gates);
         for (int j = 0; j < top_k_; ++j) sparse[ids[j]] += to_fixed_mass(gates[j]);
-        if (dense_mass) {
-          for (int e = 0; e < e_count; ++e) dense[e] += to_fixed_mass(p[e]);
-        }
       }
     });
     reduce_chunks(ws_.chunk_sparse_mass, ws_.sparse_mass);

@@ -167,7 +167,7 @@ struct stage_executor<cpu_backend, ep_fill> {
   static void apply(const ep_fill& stage, Context& context) {
     const int devices = context.devices();
     auto& ws = context.storage();
-    std::int32_t* load = ws.device_scratch.data();
+    std::int32_t* load = ws.expert_scratch.data();
     std::int32_t* cursor = ws.device_cursor.data();
     std::fill(load, load + devices, 0);
     std::fill(cursor, cursor + devices, 0);
@@ -232,7 +232,7 @@ struct stage_executor<cpu_backend, confidence_keep> {
       any_important = context.is_valid(token) && important(stage, context, token);
     }
     auto& ws = context.storage();
-    std::int32_t* votes = ws.device_scratch.data();  // E <= max_experts entries
+    std::int32_t* votes = ws.expert_scratch.data();  // votes of the important tokens only
     std::fill(votes, votes + context.experts(), 0);
     expert_set kept;
     for (int token = 0; token < context.tokens(); ++token) {

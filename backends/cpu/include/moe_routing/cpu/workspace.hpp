@@ -51,6 +51,7 @@ class workspace {
     chunk_p.assign(chunks * e, 0);
     chunk_s.assign(chunks * e, 0);
     chunk_keys.assign(chunks * e, 0);
+    chunk_sorted_keys.assign(chunks * e, 0);
     chunk_order.assign(chunks * e, 0);
     chunk_sparse_mass.assign(chunks * e, 0);
     chunk_dense_mass.assign(chunks * e, 0);
@@ -59,7 +60,7 @@ class workspace {
     dense_mass.assign(e, 0);
     votes.assign(e, 0);
     order.assign(e, 0);
-    device_scratch.assign(static_cast<std::size_t>(max_experts), 0);
+    expert_scratch.assign(static_cast<std::size_t>(max_experts), 0);
     device_cursor.assign(static_cast<std::size_t>(max_experts), 0);
     chunk_index.resize(chunks);
     std::iota(chunk_index.begin(), chunk_index.end(), 0);
@@ -78,6 +79,7 @@ class workspace {
   std::vector<float> chunk_p;
   std::vector<float> chunk_s;
   std::vector<rank_key> chunk_keys;
+  std::vector<rank_key> chunk_sorted_keys;  ///< refine's rank threshold (nth_element copy)
   std::vector<std::int32_t> chunk_order;
   std::vector<std::int64_t> chunk_sparse_mass;
   std::vector<std::int64_t> chunk_dense_mass;
@@ -87,7 +89,7 @@ class workspace {
   std::vector<std::int64_t> dense_mass;
   std::vector<std::int32_t> votes;
   std::vector<std::int32_t> order;
-  std::vector<std::int32_t> device_scratch;
+  std::vector<std::int32_t> expert_scratch;  ///< max_experts: device loads (G <= max_experts) or per-expert votes
   std::vector<std::int32_t> device_cursor;
   std::vector<int> chunk_index;  ///< 0..chunks-1, the range parallel loops iterate
 
