@@ -1,10 +1,13 @@
 // Routing cost per call on the CPU backend: every preset next to plain top-k and a
 // per-row std::partial_sort baseline (what a user would otherwise write), in one run.
-// Arguments: n, E, k. Counters: ns per token, |active|, |S|.
+// Names: route/<seq|par>/<preset>/<f32|bf16>/n:N/E:E/k:K and
+// baseline/partial_sort/<f32|bf16>/n:N/E:E/k:K. Counters: ns per token, |active|, |S|.
+// The grid is n {1, 4, 16, 64, 256, 1024, 16384} x E {64, 128, 256, 512} x k {2, 4, 8};
+// select parts of it with --benchmark_filter (benchmarks/run_benchmarks.sh does).
 
 #include <algorithm>
+#include <cmath>
 #include <execution>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,17 +19,24 @@
 namespace {
 namespace mr = moe_routing;
 
-/// Softmax-like logits with a popularity skew (the examples' generator's idea).
-std::vector<float> make_logits(int n, int experts, unsigned seed) {
+/// Softmax-like logits with a popularity skew (the examples' generator's idea), stored
+/// as Score (float or bfloat16, rounded to nearest).
+template <class Score>
+std::vector<Score> make_logits(int n, int experts, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> noise(0.0f, 1.0f);
   std::vector<float> prior(static_cast<std::size_t>(experts));
   for (int e = 0; e < experts; ++e) prior[static_cast<std::size_t>(e)] = -0.7f * std::log1p(static_cast<float>((e * 7919) % experts));
-  std::vector<float> logits(static_cast<std::size_t>(n) * static_cast<std::size_t>(experts));
-  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = prior[i % static_cast<std::size_t>(experts)] + noise(rng);
+  std::vector<Score> logits(static_cast<std::size_t>(n) * static_cast<std::size_t>(experts));
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const float v = prior[i % static_cast<std::size_t>(experts)] + noise(rng);
+    if constexpr (std::is_same_v<Score, float>) logits[i] = v;
+    else logits[i] = mr::to_bfloat16(v);
+  }
   return logits;
 }
 
+/// Each preset's parameters for top-k = k (k0 = k / 2 for OEA, as in the OEA paper's 8 -> 4).
 std::string preset_text(const std::string& name, int k) {
   const std::string K = std::to_string(k), k0 = std::to_string(std::max(1, k / 2));
   if (name == "topk") return "topk(k=" + K + ")";
@@ -38,14 +48,26 @@ std::string preset_text(const std::string& name, int k) {
   return "skip(beta=0.3,k=" + K + ")";
 }
 
-template <class Exec>
+struct shape {
+  int n, experts, k;
+};
+
+shape shape_of(const benchmark::State& state) {
+  return {static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), static_cast<int>(state.range(2))};
+}
+
+void per_token_counter(benchmark::State& state, int n) {
+  state.counters["ns_per_token"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+template <class Score, class Exec>
 void route_preset(benchmark::State& state, const std::string& name, Exec exec) {
-  const int n = static_cast<int>(state.range(0)), experts = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
-  const std::vector<float> logits = make_logits(n, experts, 1);
-  std::vector<std::int32_t> segments;
+  const auto [n, experts, k] = shape_of(state);
+  const std::vector<Score> logits = make_logits<Score>(n, experts, 1);
+  std::vector<std::int32_t> segments;  // 4-token requests, for xshare_spec
   for (int o = 0; o <= n; o += 4) segments.push_back(o);
   if (segments.back() != n) segments.push_back(n);
-  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
+  mr::routing_batch<Score> batch{mr::make_score_view(logits.data(), n, experts)};
   batch.segments = segments.data();
   batch.request_count = static_cast<int>(segments.size()) - 1;
   const mr::runtime_policy policy = mr::parse_policy_or_throw(preset_text(name, k));
@@ -56,54 +78,67 @@ void route_preset(benchmark::State& state, const std::string& name, Exec exec) {
     benchmark::DoNotOptimize(s);
     benchmark::ClobberMemory();
   }
-  state.counters["ns_per_token"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  per_token_counter(state, n);
   state.counters["active"] = plan.summary().active_count;
   state.counters["selected"] = plan.summary().selected_count;
 }
 
-/// The baseline a user would write: per row, sort (score, index) pairs partially.
+/// The baseline a user would write: per row, sort (score, index) pairs partially, then a
+/// softmax over the k winners.
+template <class Score>
 void partial_sort_topk(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0)), experts = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
-  const std::vector<float> logits = make_logits(n, experts, 1);
+  const auto [n, experts, k] = shape_of(state);
+  const std::vector<Score> logits = make_logits<Score>(n, experts, 1);
   std::vector<std::pair<float, int>> row(static_cast<std::size_t>(experts));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(n) * k);
   std::vector<float> weights(static_cast<std::size_t>(n) * k);
   for (auto _ : state) {
     for (int i = 0; i < n; ++i) {
-      const float* x = logits.data() + static_cast<std::size_t>(i) * experts;
-      float m = x[0];
-      for (int e = 1; e < experts; ++e) m = std::max(m, x[e]);
-      for (int e = 0; e < experts; ++e) row[static_cast<std::size_t>(e)] = {x[e], e};
+      const Score* x = logits.data() + static_cast<std::size_t>(i) * experts;
+      for (int e = 0; e < experts; ++e) row[static_cast<std::size_t>(e)] = {mr::to_float(x[e]), e};
       std::partial_sort(row.begin(), row.begin() + k, row.end(), [](const auto& a, const auto& b) {
         return a.first != b.first ? a.first > b.first : a.second < b.second;
       });
+      const float top = row[0].first;
       float sum = 0;
-      for (int j = 0; j < k; ++j) sum += std::exp(row[static_cast<std::size_t>(j)].first - m);
+      for (int j = 0; j < k; ++j) sum += std::exp(row[static_cast<std::size_t>(j)].first - top);
       for (int j = 0; j < k; ++j) {
         ids[static_cast<std::size_t>(i) * k + j] = row[static_cast<std::size_t>(j)].second;
-        weights[static_cast<std::size_t>(i) * k + j] = std::exp(row[static_cast<std::size_t>(j)].first - m) / sum;
+        weights[static_cast<std::size_t>(i) * k + j] = std::exp(row[static_cast<std::size_t>(j)].first - top) / sum;
       }
     }
     benchmark::DoNotOptimize(ids.data());
     benchmark::DoNotOptimize(weights.data());
     benchmark::ClobberMemory();
   }
-  state.counters["ns_per_token"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  per_token_counter(state, n);
 }
 
-void shapes(benchmark::internal::Benchmark* b) {
-  for (const int n : {1, 16, 64, 256, 1024, 16384}) {
-    for (const int experts : {128, 256}) b->Args({n, experts, 8});
+void grid(benchmark::internal::Benchmark* b) {
+  for (const int n : {1, 4, 16, 64, 256, 1024, 16384}) {
+    for (const int experts : {64, 128, 256, 512}) {
+      for (const int k : {2, 4, 8}) b->Args({n, experts, k});
+    }
   }
   b->ArgNames({"n", "E", "k"});
 }
 
-const bool registered = [] {
+template <class Score>
+void register_score_type(const std::string& dtype) {
   for (const std::string name : {"topk", "oea", "xshare", "xshare_spec", "lynx_lat", "lynx_acc", "skip"}) {
-    benchmark::RegisterBenchmark(("route/seq/" + name).c_str(), [name](benchmark::State& s) { route_preset(s, name, std::execution::seq); })->Apply(shapes);
-    benchmark::RegisterBenchmark(("route/par/" + name).c_str(), [name](benchmark::State& s) { route_preset(s, name, std::execution::par); })->Apply(shapes);
+    benchmark::RegisterBenchmark(("route/seq/" + name + "/" + dtype).c_str(),
+                                 [name](benchmark::State& s) { route_preset<Score>(s, name, std::execution::seq); })
+        ->Apply(grid);
+    benchmark::RegisterBenchmark(("route/par/" + name + "/" + dtype).c_str(),
+                                 [name](benchmark::State& s) { route_preset<Score>(s, name, std::execution::par); })
+        ->Apply(grid);
   }
-  benchmark::RegisterBenchmark("baseline/partial_sort", partial_sort_topk)->Apply(shapes);
+  benchmark::RegisterBenchmark(("baseline/partial_sort/" + dtype).c_str(), partial_sort_topk<Score>)->Apply(grid);
+}
+
+const bool registered = [] {
+  register_score_type<float>("f32");
+  register_score_type<mr::bfloat16>("bf16");
   return true;
 }();
 

@@ -191,12 +191,47 @@ MOE_ROUTING_HOST_DEVICE inline void insert_ranked(rank_key* top, int& filled, in
   top[position] = key;
 }
 
+/// Tuning data: experts whose best is compared with the current k-th key before any of
+/// them is inserted (one vector's worth of floats).
+inline constexpr int top_k_scan_block = 16;
+
 /// Writes the `count` best keys of a scored row to `top_keys` in rank order.
-/// O(E + inserts * count).
+/// O(E + inserts * count); a block of keys none of which beats the current k-th is
+/// skipped after one (vectorisable) maximum.
 MOE_ROUTING_HOST_DEVICE inline void select_top(const rank_key* keys, int experts, int count,
                                                rank_key* top_keys) noexcept {
-  int filled = 0;
-  for (int e = 0; e < experts; ++e) insert_ranked(top_keys, filled, count, keys[e]);
+  int filled = 0, e = 0;
+  for (; e + top_k_scan_block <= experts; e += top_k_scan_block) {
+    if (filled == count) {
+      rank_key best = 0;
+      for (int l = 0; l < top_k_scan_block; ++l) best = keys[e + l] > best ? keys[e + l] : best;
+      if (best <= top_keys[count - 1]) continue;
+    }
+    for (int l = 0; l < top_k_scan_block; ++l) insert_ranked(top_keys, filled, count, keys[e + l]);
+  }
+  for (; e < experts; ++e) insert_ranked(top_keys, filled, count, keys[e]);
+}
+
+/// `select_top` of a row ranked by its raw values (a softmax row's logits), without
+/// writing every key: a block whose best order (`skip_order`, branch-free) does not
+/// exceed the k-th key's is skipped. Equal orders cannot win there: every kept key has a
+/// smaller expert index.
+template <score_element Element>
+MOE_ROUTING_HOST_DEVICE void select_top_of_values(const Element* row, int experts, int count,
+                                                  rank_key* top_keys) noexcept {
+  int filled = 0, e = 0;
+  for (; e + top_k_scan_block <= experts; e += top_k_scan_block) {
+    if (filled == count) {
+      std::uint32_t best = 0;
+      for (int l = 0; l < top_k_scan_block; ++l) {
+        const std::uint32_t order = skip_order(to_float(row[e + l]));
+        best = order > best ? order : best;
+      }
+      if (best <= static_cast<std::uint32_t>(top_keys[count - 1] >> 32)) continue;
+    }
+    for (int l = 0; l < top_k_scan_block; ++l) insert_ranked(top_keys, filled, count, make_rank_key(to_float(row[e + l]), e + l));
+  }
+  for (; e < experts; ++e) insert_ranked(top_keys, filled, count, make_rank_key(to_float(row[e]), e));
 }
 
 }  // namespace moe_routing

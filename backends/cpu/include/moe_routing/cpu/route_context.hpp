@@ -143,7 +143,7 @@ class route_context {
         std::int32_t* ids = ws_.top_ids.data() + offset(token);
         float* top_p = ws_.top_p.data() + offset(token);
         float* gates = ws_.top_gate.data() + offset(token);
-        if (cheap_softmax && score_top_k_only(token, chunk, top_keys, ids, top_p)) {
+        if (cheap_softmax && score_top_k_only(token, top_keys, ids, top_p)) {
           sparse_gates(top_p, top_k_, gates);  // top_p are exp(x_j - x_top1) here already
         } else {
           ws_.stats[static_cast<std::size_t>(token)] = score_full_row(token, chunk);
@@ -192,11 +192,9 @@ class route_context {
   /// Softmax top-k without the denominator: keys from the logits, then p_j = exp(x_j - x_top1)
   /// for the k winners. Returns false (the caller scores the full row) when the top logit is
   /// not finite. The stats make `probability()` reproduce these p exactly for any expert.
-  bool score_top_k_only(int token, int chunk, rank_key* top_keys, std::int32_t* ids, float* top_p) {
+  bool score_top_k_only(int token, rank_key* top_keys, std::int32_t* ids, float* top_p) {
     const auto* row = batch_.scores.row(token);
-    rank_key* keys = scratch_keys(chunk);
-    for (int e = 0; e < experts(); ++e) keys[e] = make_rank_key(to_float(row[e]), e);
-    select_top(keys, experts(), top_k_, top_keys);
+    select_top_of_values(row, experts(), top_k_, top_keys);
     const float top = to_float(row[expert_of(top_keys[0])]);
     if (!std::isfinite(top)) return false;  // NaN or infinite: full row
     row_stats stats;

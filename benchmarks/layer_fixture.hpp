@@ -1,0 +1,89 @@
+#pragma once
+// What the executor and layer benchmarks share: a pool of bf16 SwiGLU experts shaped like
+// Qwen3-30B-A3B's (d = 2048, h = 768) over several layers, and a loop that runs one MoE
+// layer per iteration on the next layer's weights, so no expert is still cached from the
+// previous iteration (the pool is far larger than the last-level cache).
+
+#include <algorithm>
+#include <execution>
+#include <functional>
+#include <numeric>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <moe_routing/cpu.hpp>
+#include <moe_routing/cpu/moe_forward.hpp>
+
+namespace bench {
+namespace mr = moe_routing;
+
+inline constexpr int hidden = 2048, width = 768, top_k = 8;
+inline constexpr double expert_bytes = 3.0 * width * hidden * sizeof(mr::bfloat16);
+
+/// `layers` x `experts` experts of bf16 weights with small deterministic values (their
+/// magnitude does not matter to the memory traffic).
+class weight_pool {
+ public:
+  weight_pool(int layers, int experts) : experts_(experts) {
+    const std::size_t matrix = static_cast<std::size_t>(width) * hidden;
+    storage_.resize(static_cast<std::size_t>(layers) * experts * 3 * matrix);
+    std::vector<std::size_t> chunks(static_cast<std::size_t>(layers) * experts * 3);
+    std::iota(chunks.begin(), chunks.end(), std::size_t{0});
+    std::for_each(std::execution::par, chunks.begin(), chunks.end(), [&](std::size_t c) {
+      for (std::size_t i = c * matrix; i < (c + 1) * matrix; ++i) storage_[i] = mr::bfloat16{static_cast<std::uint16_t>(0x3c00 + (i * 2654435761u >> 24) % 64)};
+    });
+    gate_.resize(static_cast<std::size_t>(layers)), up_.resize(gate_.size()), down_.resize(gate_.size());
+    for (int l = 0; l < layers; ++l) {
+      for (int e = 0; e < experts; ++e) {
+        const mr::bfloat16* base = storage_.data() + (static_cast<std::size_t>(l) * experts + e) * 3 * matrix;
+        gate_[l].push_back(base), up_[l].push_back(base + matrix), down_[l].push_back(base + 2 * matrix);
+      }
+    }
+  }
+  int layers() const { return static_cast<int>(gate_.size()); }
+  int experts() const { return experts_; }
+  double gibibytes() const { return static_cast<double>(storage_.size() * sizeof(mr::bfloat16)) / (1 << 30); }
+
+  /// Layer `l`'s first `experts` experts.
+  mr::expert_weights<mr::bfloat16> layer(int l, int experts) const {
+    mr::expert_weights<mr::bfloat16> w;
+    w.experts = experts, w.hidden = hidden, w.intermediate = width;
+    w.gate = gate_[static_cast<std::size_t>(l)].data(), w.up = up_[static_cast<std::size_t>(l)].data();
+    w.down = down_[static_cast<std::size_t>(l)].data();
+    return w;
+  }
+
+ private:
+  int experts_;
+  std::vector<mr::bfloat16> storage_;
+  std::vector<std::vector<const mr::bfloat16*>> gate_, up_, down_;
+};
+
+/// Runs one MoE layer per iteration on layer `call % layers`, with the plan `plan_for(call)`
+/// returns (which may route first: that time is part of the layer). Counters: mean
+/// |active|, mean assignments, effective weight bandwidth (|active| x bytes per expert / time).
+inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, int experts,
+                       const std::function<mr::routing_plan&(std::size_t call)>& plan_for) {
+  std::vector<float> x(static_cast<std::size_t>(n) * hidden, 0.01f), y(x.size());
+  mr::cpu::executor_workspace ws({n, top_k, experts, hidden, width});
+  std::vector<mr::expert_weights<mr::bfloat16>> views;
+  for (int l = 0; l < pool.layers(); ++l) views.push_back(pool.layer(l, experts));
+  std::size_t call = 0;
+  double active_total = 0, assignments_total = 0;
+  for (auto _ : state) {
+    mr::routing_plan& plan = plan_for(call);
+    const auto s = mr::cpu::moe_forward(x.data(), n, plan.view(), views[call % views.size()], y.data(), ws, std::execution::par);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(y.data());
+    active_total += plan.summary().active_count;
+    for (int i = 0; i < n; ++i) assignments_total += plan.count(i);
+    ++call;
+  }
+  const double calls = static_cast<double>(std::max<std::size_t>(call, 1));
+  state.counters["active"] = active_total / calls;
+  state.counters["assignments"] = assignments_total / calls;
+  state.counters["weight_bytes_per_second"] = benchmark::Counter(active_total / calls * expert_bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["working_set_GiB"] = static_cast<double>(pool.layers()) * experts * expert_bytes / (1 << 30);
+}
+
+}  // namespace bench

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs the benchmark suites with --benchmark_out JSON and turns the JSON into the Markdown
+# tables and SVG plots of docs/benchmarks/ (benchmarks/*_report.py).
+#   bash benchmarks/run_benchmarks.sh [--smoke] [--build DIR] [--out DIR] [--suites "routing executor layer"]
+# Full mode: 3 repetitions, medians; the routing grid takes about 15 min, the executor 2 min,
+# the layer suite 8 min on a 2-core machine. --smoke: a tiny grid, one iteration each, written
+# to build/benchmark-smoke (CI runs it so the suites and reports keep working; it asserts
+# nothing about time).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+smoke=0 build="$root/build" out="" suites="routing executor layer"
+while (($#)); do
+  case "$1" in
+    --smoke) smoke=1 ;;
+    --build) build=$2; shift ;;
+    --out) out=$2; shift ;;
+    --suites) suites=$2; shift ;;
+    *) echo "run_benchmarks.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -n "$out" ] || { ((smoke)) && out="$build/benchmark-smoke" || out="$root/docs/benchmarks"; }
+mkdir -p "$out"
+
+targets=()
+for suite in $suites; do targets+=("moe_routing_${suite}_benchmark"); done
+[ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" --target "${targets[@]}" >/dev/null
+
+machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB"
+compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | xargs -r -I{} sh -c '{} --version | head -1'), $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+
+run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME
+  local suite=$1 filter=$2 smoke_filter=$3 min_time=$4 options=()
+  if ((smoke)); then
+    options=(--benchmark_filter="$smoke_filter" --benchmark_min_time=0.001)
+  else
+    options=(--benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
+  fi
+  echo "== $suite: ${options[*]}"
+  "$build/benchmarks/moe_routing_${suite}_benchmark" "${options[@]}" --benchmark_out="$out/$suite.json" --benchmark_out_format=json >/dev/null
+  grep -q '"run_name"' "$out/$suite.json" || { echo "run_benchmarks.sh: $suite ran no benchmark" >&2; exit 1; }
+}
+
+for suite in $suites; do
+  case $suite in
+    routing)
+      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.05
+      python3 "$root/benchmarks/routing_report.py" "$out/routing.json" "$out" "$machine" "$compiler" "$commit" ;;
+    executor)
+      run executor . "bandwidth/read|executor/qwen3/n:1/|executor/active:(8|32|56)/" 1.0
+      python3 "$root/benchmarks/executor_report.py" "$out/executor.json" "$out" "$machine" "$compiler" "$commit" ;;
+    layer)
+      run layer . "layer/(qwen3-30b-a3b|deepseek-r1)/(n:1|spec:4x4)/(vanilla|oea|xshare_spec)/" 1.0
+      python3 "$root/benchmarks/layer_report.py" "$out/layer.json" "$out" "$machine" "$compiler" "$commit" ;;
+    *) echo "run_benchmarks.sh: unknown suite $suite" >&2; exit 2 ;;
+  esac
+done
+echo "wrote $out"
