@@ -46,13 +46,13 @@ run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME
 for suite in $suites; do
   case $suite in
     routing)
-      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.05
+      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.02
       python3 "$root/benchmarks/routing_report.py" "$out/routing.json" "$out" "$machine" "$compiler" "$commit" ;;
     executor)
       run executor . "bandwidth/read|executor/qwen3/n:1/|executor/active:(8|32|56)/" 1.0
       python3 "$root/benchmarks/executor_report.py" "$out/executor.json" "$out" "$machine" "$compiler" "$commit" ;;
     layer)
-      run layer . "layer/(qwen3-30b-a3b|deepseek-r1)/(n:1|spec:4x4)/(vanilla|oea|xshare_spec)/" 1.0
+      run layer . "layer/(qwen3-30b-a3b|deepseek-r1)/(n:1|spec:4x4)/(vanilla|oea|xshare_spec)/" 0.5
       python3 "$root/benchmarks/layer_report.py" "$out/layer.json" "$out" "$machine" "$compiler" "$commit" ;;
     *) echo "run_benchmarks.sh: unknown suite $suite" >&2; exit 2 ;;
   esac

@@ -1,6 +1,7 @@
 // The reference grouped MoE executor against a naive per-token loop written here.
 
 #include <sys/mman.h>
+#include <bit>
 #include <unistd.h>
 
 #include <moe_routing/cpu/moe_forward.hpp>
@@ -9,6 +10,14 @@
 
 namespace {
 namespace mr = test::mr;
+
+/// v rounded to the nearest bfloat16 (ties to even), written out here rather than taken from
+/// the library: what the executor's bf16-activation mode must apply to x and to SwiGLU.
+double round_to_bf16(double v) {
+  const auto bits = std::bit_cast<std::uint32_t>(static_cast<float>(v));
+  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  return std::bit_cast<float>(rounded);
+}
 
 /// E experts' matrices in one element type, plus the float values the naive loop uses.
 template <class Weight>
@@ -46,16 +55,21 @@ struct expert_bank {
     }
   }
 
-  /// down_e(silu(gate_e x) * up_e x), in double.
-  std::vector<double> expert(int e, const float* x) const {
-    std::vector<double> act(static_cast<std::size_t>(h)), out(static_cast<std::size_t>(d), 0.0);
+  /// down_e(silu(gate_e x) * up_e x), in double; `rounded`: x and the SwiGLU values
+  /// rounded to bfloat16 first, as engines' bf16 GEMMs see them.
+  std::vector<double> expert(int e, const float* x, bool rounded) const {
+    std::vector<double> act(static_cast<std::size_t>(h)), out(static_cast<std::size_t>(d), 0.0), in(x, x + d);
+    if (rounded) {
+      for (auto& v : in) v = round_to_bf16(v);
+    }
     for (int r = 0; r < h; ++r) {
       double g = 0, u = 0;
       for (int c = 0; c < d; ++c) {
-        g += gate_f[e][static_cast<std::size_t>(r) * d + c] * x[c];
-        u += up_f[e][static_cast<std::size_t>(r) * d + c] * x[c];
+        g += gate_f[e][static_cast<std::size_t>(r) * d + c] * in[static_cast<std::size_t>(c)];
+        u += up_f[e][static_cast<std::size_t>(r) * d + c] * in[static_cast<std::size_t>(c)];
       }
       act[r] = g / (1.0 + std::exp(-g)) * u;
+      if (rounded) act[r] = round_to_bf16(act[r]);
     }
     for (int c = 0; c < d; ++c) {
       for (int r = 0; r < h; ++r) out[c] += down_f[e][static_cast<std::size_t>(c) * h + r] * act[r];
@@ -67,17 +81,17 @@ struct expert_bank {
 /// The naive loop: for each token, each assigned expert, weight times its output, plus shared.
 template <class Weight>
 std::vector<double> naive_forward(const std::vector<float>& x, const mr::routing_plan& plan, const expert_bank<Weight>& routed,
-                                  const expert_bank<Weight>* shared) {
+                                  const expert_bank<Weight>* shared, bool rounded = false) {
   const int n = plan.tokens(), d = routed.d;
   std::vector<double> y(static_cast<std::size_t>(n) * d, 0.0);
   for (int i = 0; i < n; ++i) {
     if (plan.count(i) == 0) continue;
     for (int j = 0; j < plan.count(i); ++j) {
-      const auto out = routed.expert(plan.id(i, j), x.data() + static_cast<std::size_t>(i) * d);
+      const auto out = routed.expert(plan.id(i, j), x.data() + static_cast<std::size_t>(i) * d, rounded);
       for (int c = 0; c < d; ++c) y[static_cast<std::size_t>(i) * d + c] += plan.weight(i, j) * out[c];
     }
     for (int s = 0; shared != nullptr && s < shared->experts; ++s) {
-      const auto out = shared->expert(s, x.data() + static_cast<std::size_t>(i) * d);
+      const auto out = shared->expert(s, x.data() + static_cast<std::size_t>(i) * d, rounded);
       for (int c = 0; c < d; ++c) y[static_cast<std::size_t>(i) * d + c] += out[c];
     }
   }
@@ -111,11 +125,17 @@ mr::expert_weights<Weight> view_of(const expert_bank<Weight>& bank, bool fused, 
   return w;
 }
 
+/// Every preset's plans, n from 1 to 512, shared experts on and off, both layouts, seq and
+/// par. `bf16_activations` (bfloat16 weights only) selects the executor's rounding mode; the
+/// naive loop rounds alike, and the tolerance is then a bfloat16 rounding step (2^-8: an
+/// intermediate that lands on the other side of a rounding boundary moves by one step).
 template <class Weight>
-void check_against_naive_loop(std::uint32_t seed) {
+void check_against_naive_loop(std::uint32_t seed, int d = 64, int h = 48, int shared_h = 40, bool bf16_activations = false) {
   std::mt19937 rng(seed);
-  const int experts = 16, d = 64, h = 48;
-  const expert_bank<Weight> routed(experts, d, h, rng), shared(2, d, 40, rng);
+  const int experts = 16;
+  const expert_bank<Weight> routed(experts, d, h, rng), shared(2, d, shared_h, rng);
+  const bool rounded = std::is_same_v<Weight, mr::bfloat16> && bf16_activations;
+  const double tolerance = rounded ? 1.0 / 256 : 1e-5;
   const char* policies[] = {"topk(k=4)", "oea(k0=2,k=4)", "pruned(k0=1,k=4)", "xshare(k0=1,m=3,k=4)", "xshare_spec(k0=1,m=1,m_r=2,k=4)",
                             "lynx_lat(d=4,k=4)", "lynx_acc(conf=0.3,budget=5,k=4,weights=raw,scale=2.5)", "skip(beta=0.4,k=4)"};
   for (const int n : {1, 7, 64, 512}) {
@@ -140,11 +160,11 @@ void check_against_naive_loop(std::uint32_t seed) {
         CAPTURE(text);
         CAPTURE(with_shared);
         const auto* s = with_shared ? &shared : nullptr;
-        const auto reference = naive_forward(x, plan, routed, s);
-        mr::cpu::executor_workspace ws({n, 4, experts, d, h, 2, 40});
+        const auto reference = naive_forward(x, plan, routed, s, rounded);
+        mr::cpu::executor_workspace ws({n, 4, experts, d, h, 2, shared_h, bf16_activations});
         std::vector<float> y(x.size()), y_fused(x.size()), y_par(x.size());
         REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), view_of(routed, false, s), y.data(), ws).ok());
-        CHECK(relative_error(y, reference) < 1e-5);
+        CHECK(relative_error(y, reference) < tolerance);
         REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), view_of(routed, true, s), y_fused.data(), ws).ok());
         CHECK(y_fused == y);  // the fused gate_up layout computes the very same sums
         REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), view_of(routed, false, s), y_par.data(), ws, std::execution::par).ok());
@@ -160,7 +180,13 @@ void check_against_naive_loop(std::uint32_t seed) {
 }  // namespace
 
 TEST_CASE("executor equals a naive per-token loop: float32 weights") { check_against_naive_loop<float>(1); }
-TEST_CASE("executor equals a naive per-token loop: bfloat16 weights") { check_against_naive_loop<mr::bfloat16>(2); }
+TEST_CASE("executor equals a naive per-token loop: bfloat16 weights, float32 activations") {
+  check_against_naive_loop<mr::bfloat16>(2);
+}
+TEST_CASE("executor equals a naive per-token loop: bfloat16 weights and activations") {
+  check_against_naive_loop<mr::bfloat16>(4, 64, 48, 40, true);  // h not a multiple of 32: vector kernel
+  check_against_naive_loop<mr::bfloat16>(5, 128, 64, 96, true);  // whole tiles: AMX where built for it
+}
 TEST_CASE("executor equals a naive per-token loop: float16 weights") { check_against_naive_loop<mr::float16>(3); }
 
 TEST_CASE("experts that no token uses are never read (their weights trap on access)") {
@@ -192,7 +218,7 @@ TEST_CASE("experts that no token uses are never read (their weights trap on acce
   mr::cpu::executor_workspace ws({n, k, experts, d, h});
   std::vector<float> y(x.size());
   REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), w, y.data(), ws, std::execution::par).ok());
-  CHECK(relative_error(y, naive_forward<mr::bfloat16>(x, plan, bank, nullptr)) < 1e-5);
+  CHECK(relative_error(y, naive_forward<mr::bfloat16>(x, plan, bank, nullptr, /*rounded=*/true)) < 1.0 / 256);
   ::munmap(trap, bytes);
 }
 
@@ -228,4 +254,18 @@ TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") 
   broken = w;
   broken.hidden = 0;
   CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, small.view(), broken, y.data(), ws)) == "shape mismatch: weights.hidden = 0: must be positive");
+}
+
+TEST_CASE("builds that target AMX run the bf16 projections on tiles") {
+#if MOE_ROUTING_HAS_AMX
+  CHECK(mr::cpu::amx::available());  // the OS granted tile data; else the tests above ran the vector kernel
+#else
+  MESSAGE("this build does not target AMX (no -mamx-tile -mamx-bf16): the vector kernel was tested");
+#endif
+  // The packed copy keeps each tile row's 16 tokens x 2 columns together.
+  CHECK(mr::cpu::amx::packed_index(0, 0, 64) == 0);
+  CHECK(mr::cpu::amx::packed_index(0, 1, 64) == 1);
+  CHECK(mr::cpu::amx::packed_index(1, 0, 64) == 2);
+  CHECK(mr::cpu::amx::packed_index(0, 2, 64) == 32);
+  CHECK(mr::cpu::amx::packed_index(16, 0, 64) == 16 * 64);
 }

@@ -8,7 +8,11 @@
 /// touched); the combine sums each token's expert outputs in rank order with its weights.
 /// Parallel over (expert, block of output rows) with a standard execution policy; every
 /// output element is computed by one work item, so results do not depend on threads.
-/// Activations are float32 `[n x d]`; weights float32, bfloat16 or float16.
+/// Activations are float32 `[n x d]`; weights float32, bfloat16 or float16. With bfloat16
+/// weights the activations are rounded to bfloat16 before each projection by default (the
+/// products the engines' bf16 GEMMs form; `executor_shape::bf16_activations`), which lets
+/// AMX builds run the projections on tiles (`amx_projection.hpp`); other builds compute the
+/// same products with the vector kernel.
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "moe_routing/core/status.hpp"
+#include "moe_routing/cpu/amx_projection.hpp"
 #include "moe_routing/cpu/projection_kernel.hpp"
 #include "moe_routing/executor/expert_alignment.hpp"
 #include "moe_routing/executor/expert_weights.hpp"
@@ -36,6 +41,10 @@ struct executor_shape {
   int intermediate = 0;         ///< h
   int shared_experts = 0;
   int shared_intermediate = 0;  ///< 0 = h
+  /// bfloat16 weights only: round x and the SwiGLU activations to bfloat16 before they are
+  /// multiplied (bf16 x bf16 products, float32 sums, as engines compute). false keeps them
+  /// float32: more exact, and never on AMX tiles.
+  bool bf16_activations = true;
 };
 
 class executor_workspace {
@@ -60,6 +69,16 @@ class executor_workspace {
     items.assign(groups * blocks, 0);
     valid_rank.assign(n, 0);
     valid_tokens.assign(n, 0);
+    token_index.resize(n);
+    for (std::size_t i = 0; i < n; ++i) token_index[i] = static_cast<std::int32_t>(i);
+    group_index.resize(groups);
+    for (std::size_t g = 0; g < groups; ++g) group_index[g] = static_cast<std::int32_t>(g);
+    padded_first.assign(groups + 1, 0);
+    if (MOE_ROUTING_HAS_AMX && shape.bf16_activations) {  // tile copies, padded to 16 tokens per group
+      const std::size_t padded_pairs = pairs + groups * amx::tile_tokens;
+      packed_in.assign(padded_pairs * static_cast<std::size_t>(shape.hidden), bfloat16{0});
+      packed_act.assign(padded_pairs * static_cast<std::size_t>(widest), bfloat16{0});
+    }
   }
   const executor_shape& shape() const noexcept { return shape_; }
 
@@ -70,6 +89,11 @@ class executor_workspace {
   std::vector<std::int64_t> items;       ///< (group << 32 | row block) work items
   std::vector<std::int32_t> valid_rank;    ///< [n] a token's index among the valid tokens
   std::vector<std::int32_t> valid_tokens;  ///< [n] the tokens with experts, in order
+  std::vector<std::int32_t> token_index;   ///< 0..n-1, what the parallel combine walks
+  std::vector<std::int32_t> group_index;   ///< 0..groups-1, what parallel loops over groups walk
+  std::vector<std::int32_t> padded_first;  ///< [groups + 1] a group's first row in the packed copies
+  std::vector<bfloat16> packed_in;         ///< tile-packed bf16 inputs per group (AMX builds)
+  std::vector<bfloat16> packed_act;        ///< tile-packed bf16 SwiGLU activations per group
 
  private:
   executor_shape shape_{};
@@ -143,13 +167,41 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
   const int total_pairs = alignment.pairs + w.shared_experts * valid;
 
   // Gather each pair's input row (expert by expert, so an expert's rows are contiguous).
-  for (int p = 0; p < total_pairs; ++p) {
-    std::copy_n(x + static_cast<std::ptrdiff_t>(ws.pair_token[static_cast<std::size_t>(p)]) * d, d,
-                ws.gathered.data() + static_cast<std::ptrdiff_t>(p) * d);
-  }
+  const bool round_activations = std::is_same_v<Weight, bfloat16> && shape.bf16_activations;
+  const int groups = w.experts + w.shared_experts;
+  std::for_each(exec, ws.group_index.begin(), ws.group_index.begin() + groups, [&](std::int32_t g) {
+    const auto job = detail::job_of(w, g, ws, valid);
+    for (int p = job.first_pair; p < job.first_pair + job.pairs; ++p) {
+      const float* in = x + static_cast<std::ptrdiff_t>(ws.pair_token[static_cast<std::size_t>(p)]) * d;
+      float* row = ws.gathered.data() + static_cast<std::ptrdiff_t>(p) * d;
+      if (round_activations) {
+        for (int c = 0; c < d; ++c) row[c] = to_float(to_bfloat16(in[c]));
+      } else {
+        std::copy_n(in, d, row);
+      }
+    }
+  });
 
   // Work items: (group, row block) for every group with pairs; groups = experts, then shared.
-  const int groups = w.experts + w.shared_experts;
+  const auto widest_h = static_cast<std::ptrdiff_t>(std::max(w.intermediate, w.shared_intermediate));
+  // Groups whose projections run on AMX tiles: whole tiles in both projections.
+  const bool tiles = MOE_ROUTING_HAS_AMX && round_activations && amx::available() && d % amx::tile_columns == 0;
+  auto on_tiles = [&](const detail::expert_job<Weight>& job) { return tiles && job.width % amx::tile_columns == 0; };
+  if (tiles) {
+    for (int g = 0; g < groups; ++g) {
+      ws.padded_first[static_cast<std::size_t>(g) + 1] =
+          ws.padded_first[static_cast<std::size_t>(g)] + amx::padded_tokens(detail::job_of(w, g, ws, valid).pairs);
+    }
+    std::for_each(exec, ws.group_index.begin(), ws.group_index.begin() + groups, [&](std::int32_t g) {
+      const auto job = detail::job_of(w, g, ws, valid);
+      if (job.pairs == 0 || !on_tiles(job)) return;
+      bfloat16* packed = ws.packed_in.data() + static_cast<std::ptrdiff_t>(ws.padded_first[static_cast<std::size_t>(g)]) * d;
+      for (int p = 0; p < amx::padded_tokens(job.pairs); ++p) {
+        const float* row = ws.gathered.data() + static_cast<std::ptrdiff_t>(job.first_pair + p) * d;
+        for (int c = 0; c < d; ++c) packed[amx::packed_index(p, c, d)] = p < job.pairs ? to_bfloat16(row[c]) : bfloat16{0};
+      }
+    });
+  }
   auto plan_items = [&](auto rows_of) {
     std::size_t count = 0;
     for (int g = 0; g < groups; ++g) {
@@ -168,6 +220,18 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
     const int begin = static_cast<int>(item & 0xffffffff) * rows_per_item, end = std::min(begin + rows_per_item, 2 * job.width);
     const float* in = ws.gathered.data() + static_cast<std::ptrdiff_t>(job.first_pair) * d;
     float* out = ws.gate_up.data() + job.first_pair * widest;
+#if MOE_ROUTING_HAS_AMX
+    if constexpr (std::is_same_v<Weight, bfloat16>) {
+      if (on_tiles(job)) {  // blocks never straddle gate and up: h is a multiple of the block
+        const bfloat16* packed = ws.packed_in.data() + static_cast<std::ptrdiff_t>(ws.padded_first[static_cast<std::size_t>(item >> 32)]) * d;
+        const bool gate_rows = job.up == nullptr || begin < job.width;
+        const Weight* matrix = gate_rows ? job.gate : job.up;
+        const int shift = gate_rows ? 0 : job.width;
+        amx::project_rows(matrix, begin - shift, end - shift, d, packed, job.pairs, out + shift, widest);
+        return;
+      }
+    }
+#endif
     if (job.up == nullptr) {  // fused: rows 0..2h-1 of one matrix
       project_rows(job.gate, begin, end, d, in, d, job.pairs, out, widest);
     } else {
@@ -185,6 +249,16 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
     for (int p = 0; p < job.pairs; ++p) {
       float* row = ws.gate_up.data() + (job.first_pair + p) * widest;
       for (int r = begin; r < end; ++r) row[r] = detail::silu(row[r]) * row[job.width + r];
+      if (round_activations) {
+        for (int r = begin; r < end; ++r) row[r] = to_float(to_bfloat16(row[r]));
+      }
+    }
+    if (on_tiles(job)) {  // the packed copy for the down projection, zero past the last pair
+      bfloat16* packed = ws.packed_act.data() + ws.padded_first[static_cast<std::size_t>(item >> 32)] * widest_h;
+      for (int p = 0; p < amx::padded_tokens(job.pairs); ++p) {
+        const float* row = ws.gate_up.data() + (job.first_pair + p) * widest;
+        for (int r = begin; r < end; ++r) packed[amx::packed_index(p, r, job.width)] = p < job.pairs ? to_bfloat16(row[r]) : bfloat16{0};
+      }
     }
   });
 
@@ -193,12 +267,22 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
   std::for_each(exec, ws.items.begin(), ws.items.begin() + static_cast<std::ptrdiff_t>(count), [&](std::int64_t item) {
     const auto job = detail::job_of(w, static_cast<int>(item >> 32), ws, valid);
     const int begin = static_cast<int>(item & 0xffffffff) * rows_per_item, end = std::min(begin + rows_per_item, d);
+#if MOE_ROUTING_HAS_AMX
+    if constexpr (std::is_same_v<Weight, bfloat16>) {
+      if (on_tiles(job)) {
+        const bfloat16* packed = ws.packed_act.data() + ws.padded_first[static_cast<std::size_t>(item >> 32)] * widest_h;
+        amx::project_rows(job.down, begin, end, job.width, packed, job.pairs,
+                          ws.expert_out.data() + static_cast<std::ptrdiff_t>(job.first_pair) * d, d);
+        return;
+      }
+    }
+#endif
     project_rows(job.down, begin, end, job.width, ws.gate_up.data() + job.first_pair * widest, widest, job.pairs,
                  ws.expert_out.data() + static_cast<std::ptrdiff_t>(job.first_pair) * d, d);
   });
 
   // 3. combine: each token's expert outputs in rank order, weighted, then its shared experts.
-  for (int i = 0; i < n; ++i) {
+  std::for_each(exec, ws.token_index.begin(), ws.token_index.begin() + n, [&](std::int32_t i) {
     float* out = y + static_cast<std::ptrdiff_t>(i) * d;
     std::fill(out, out + d, 0.0f);
     const int slots = plan.counts[i];
@@ -207,12 +291,12 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
       const float* e_out = ws.expert_out.data() + static_cast<std::ptrdiff_t>(ws.pair_of[static_cast<std::size_t>(i) * k + j]) * d;
       for (int c = 0; c < d; ++c) out[c] += weight * e_out[c];
     }
-    if (slots == 0) continue;
+    if (slots == 0) return;
     for (int s = 0; s < w.shared_experts; ++s) {
       const float* e_out = ws.expert_out.data() + static_cast<std::ptrdiff_t>(alignment.pairs + s * valid + ws.valid_rank[static_cast<std::size_t>(i)]) * d;
       for (int c = 0; c < d; ++c) out[c] += e_out[c];
     }
-  }
+  });
   return {};
 }
 
