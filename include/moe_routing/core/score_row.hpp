@@ -195,43 +195,44 @@ MOE_ROUTING_HOST_DEVICE inline void insert_ranked(rank_key* top, int& filled, in
 /// them is inserted (one vector's worth of floats).
 inline constexpr int top_k_scan_block = 16;
 
-/// Writes the `count` best keys of a scored row to `top_keys` in rank order.
-/// O(E + inserts * count); a block of keys none of which beats the current k-th is
-/// skipped after one (vectorisable) maximum.
-MOE_ROUTING_HOST_DEVICE inline void select_top(const rank_key* keys, int experts, int count,
-                                               rank_key* top_keys) noexcept {
+/// The scan both top-k selections share: inserts expert e's `key_of(e)` in blocks of
+/// `top_k_scan_block`, and once `count` keys are held skips a block whose largest
+/// `bound_of(e)` (an upper bound of the key, cheap to vectorise) does not beat the k-th key.
+template <class KeyOf, class BoundOf>
+MOE_ROUTING_HOST_DEVICE void scan_top(int experts, int count, rank_key* top_keys, KeyOf key_of,
+                                      BoundOf bound_of) noexcept {
   int filled = 0, e = 0;
   for (; e + top_k_scan_block <= experts; e += top_k_scan_block) {
     if (filled == count) {
       rank_key best = 0;
-      for (int l = 0; l < top_k_scan_block; ++l) best = keys[e + l] > best ? keys[e + l] : best;
+      for (int l = 0; l < top_k_scan_block; ++l) {
+        const rank_key bound = bound_of(e + l);
+        best = bound > best ? bound : best;
+      }
       if (best <= top_keys[count - 1]) continue;
     }
-    for (int l = 0; l < top_k_scan_block; ++l) insert_ranked(top_keys, filled, count, keys[e + l]);
+    for (int l = 0; l < top_k_scan_block; ++l) insert_ranked(top_keys, filled, count, key_of(e + l));
   }
-  for (; e < experts; ++e) insert_ranked(top_keys, filled, count, keys[e]);
+  for (; e < experts; ++e) insert_ranked(top_keys, filled, count, key_of(e));
+}
+
+/// Writes the `count` best keys of a scored row to `top_keys` in rank order.
+/// O(E + inserts * count).
+MOE_ROUTING_HOST_DEVICE inline void select_top(const rank_key* keys, int experts, int count,
+                                               rank_key* top_keys) noexcept {
+  const auto key = [keys](int e) { return keys[e]; };
+  scan_top(experts, count, top_keys, key, key);
 }
 
 /// `select_top` of a row ranked by its raw values (a softmax row's logits), without
-/// writing every key: a block whose best order (`skip_order`, branch-free) does not
-/// exceed the k-th key's is skipped. Equal orders cannot win there: every kept key has a
-/// smaller expert index.
+/// writing every key. A block is skipped by `skip_order` (branch-free) with every index
+/// bit set: no key of the block can exceed that bound.
 template <score_element Element>
 MOE_ROUTING_HOST_DEVICE void select_top_of_values(const Element* row, int experts, int count,
                                                   rank_key* top_keys) noexcept {
-  int filled = 0, e = 0;
-  for (; e + top_k_scan_block <= experts; e += top_k_scan_block) {
-    if (filled == count) {
-      std::uint32_t best = 0;
-      for (int l = 0; l < top_k_scan_block; ++l) {
-        const std::uint32_t order = skip_order(to_float(row[e + l]));
-        best = order > best ? order : best;
-      }
-      if (best <= static_cast<std::uint32_t>(top_keys[count - 1] >> 32)) continue;
-    }
-    for (int l = 0; l < top_k_scan_block; ++l) insert_ranked(top_keys, filled, count, make_rank_key(to_float(row[e + l]), e + l));
-  }
-  for (; e < experts; ++e) insert_ranked(top_keys, filled, count, make_rank_key(to_float(row[e]), e));
+  scan_top(
+      experts, count, top_keys, [row](int e) { return make_rank_key(to_float(row[e]), e); },
+      [row](int e) { return static_cast<rank_key>(skip_order(to_float(row[e]))) << 32 | 0xffffffffu; });
 }
 
 }  // namespace moe_routing

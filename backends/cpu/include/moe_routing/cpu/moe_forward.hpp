@@ -169,11 +169,31 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
   // Gather each pair's input row (expert by expert, so an expert's rows are contiguous).
   const bool round_activations = std::is_same_v<Weight, bfloat16> && shape.bf16_activations;
   const int groups = w.experts + w.shared_experts;
+  const auto widest_h = static_cast<std::ptrdiff_t>(std::max(w.intermediate, w.shared_intermediate));
+  // Groups whose projections run on AMX tiles (whole tiles in both projections) take their
+  // inputs as the packed bf16 copy only; the others as float rows (rounded or not).
+  const bool tiles = MOE_ROUTING_HAS_AMX && round_activations && amx::available() && d % amx::tile_columns == 0;
+  auto on_tiles = [&](const detail::expert_job<Weight>& job) { return tiles && job.width % amx::tile_columns == 0; };
+  if (tiles) {
+    for (int g = 0; g < groups; ++g) {
+      ws.padded_first[static_cast<std::size_t>(g) + 1] =
+          ws.padded_first[static_cast<std::size_t>(g)] + amx::padded_tokens(detail::job_of(w, g, ws, valid).pairs);
+    }
+  }
   std::for_each(exec, ws.group_index.begin(), ws.group_index.begin() + groups, [&](std::int32_t g) {
     const auto job = detail::job_of(w, g, ws, valid);
-    for (int p = job.first_pair; p < job.first_pair + job.pairs; ++p) {
-      const float* in = x + static_cast<std::ptrdiff_t>(ws.pair_token[static_cast<std::size_t>(p)]) * d;
-      float* row = ws.gathered.data() + static_cast<std::ptrdiff_t>(p) * d;
+    auto input_of = [&](int p) { return x + static_cast<std::ptrdiff_t>(ws.pair_token[static_cast<std::size_t>(job.first_pair + p)]) * d; };
+    if (job.pairs > 0 && on_tiles(job)) {  // zero past the last pair: the tiles multiply the padding too
+      bfloat16* packed = ws.packed_in.data() + static_cast<std::ptrdiff_t>(ws.padded_first[static_cast<std::size_t>(g)]) * d;
+      for (int p = 0; p < amx::padded_tokens(job.pairs); ++p) {
+        const float* in = p < job.pairs ? input_of(p) : nullptr;
+        for (int c = 0; c < d; ++c) packed[amx::packed_index(p, c, d)] = in != nullptr ? to_bfloat16(in[c]) : bfloat16{0};
+      }
+      return;
+    }
+    for (int p = 0; p < job.pairs; ++p) {
+      const float* in = input_of(p);
+      float* row = ws.gathered.data() + static_cast<std::ptrdiff_t>(job.first_pair + p) * d;
       if (round_activations) {
         for (int c = 0; c < d; ++c) row[c] = to_float(to_bfloat16(in[c]));
       } else {
@@ -183,25 +203,6 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
   });
 
   // Work items: (group, row block) for every group with pairs; groups = experts, then shared.
-  const auto widest_h = static_cast<std::ptrdiff_t>(std::max(w.intermediate, w.shared_intermediate));
-  // Groups whose projections run on AMX tiles: whole tiles in both projections.
-  const bool tiles = MOE_ROUTING_HAS_AMX && round_activations && amx::available() && d % amx::tile_columns == 0;
-  auto on_tiles = [&](const detail::expert_job<Weight>& job) { return tiles && job.width % amx::tile_columns == 0; };
-  if (tiles) {
-    for (int g = 0; g < groups; ++g) {
-      ws.padded_first[static_cast<std::size_t>(g) + 1] =
-          ws.padded_first[static_cast<std::size_t>(g)] + amx::padded_tokens(detail::job_of(w, g, ws, valid).pairs);
-    }
-    std::for_each(exec, ws.group_index.begin(), ws.group_index.begin() + groups, [&](std::int32_t g) {
-      const auto job = detail::job_of(w, g, ws, valid);
-      if (job.pairs == 0 || !on_tiles(job)) return;
-      bfloat16* packed = ws.packed_in.data() + static_cast<std::ptrdiff_t>(ws.padded_first[static_cast<std::size_t>(g)]) * d;
-      for (int p = 0; p < amx::padded_tokens(job.pairs); ++p) {
-        const float* row = ws.gathered.data() + static_cast<std::ptrdiff_t>(job.first_pair + p) * d;
-        for (int c = 0; c < d; ++c) packed[amx::packed_index(p, c, d)] = p < job.pairs ? to_bfloat16(row[c]) : bfloat16{0};
-      }
-    });
-  }
   auto plan_items = [&](auto rows_of) {
     std::size_t count = 0;
     for (int g = 0; g < groups; ++g) {
@@ -249,7 +250,7 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
     for (int p = 0; p < job.pairs; ++p) {
       float* row = ws.gate_up.data() + (job.first_pair + p) * widest;
       for (int r = begin; r < end; ++r) row[r] = detail::silu(row[r]) * row[job.width + r];
-      if (round_activations) {
+      if (round_activations && !on_tiles(job)) {  // tile groups read the packed copy below
         for (int r = begin; r < end; ++r) row[r] = to_float(to_bfloat16(row[r]));
       }
     }
