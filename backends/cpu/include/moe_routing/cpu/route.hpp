@@ -26,6 +26,7 @@
 #include "moe_routing/cpu/workspace.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
 #include "moe_routing/policies/policy_checks.hpp"
+#include "moe_routing/policies/scoring_needs.hpp"
 
 namespace moe_routing::cpu {
 
@@ -44,39 +45,6 @@ constexpr refine assignment_of(const Policy& policy) {
     }
   });
   return result;
-}
-
-template <routing_policy Policy>
-constexpr bool needs_dense_mass(const Policy& policy) {
-  bool dense = false;
-  policy.for_each_stage([&](const auto& stage) {
-    if constexpr (requires { stage.gate; }) dense = dense || stage.gate == column_mass::dense;
-  });
-  return dense;
-}
-
-/// Whether any part of the policy reads p beyond ratios within a token's top ranks
-/// (renormalised weights, sparse top-k gates): dense masses, confidence, top-p or skip
-/// thresholds, raw weights, or an unknown (user) stage. When none does, softmax rows need
-/// no denominator.
-template <routing_policy Policy>
-constexpr bool needs_full_softmax(const Policy& policy) {
-  bool needs = false;
-  policy.for_each_stage([&](const auto& stage) {
-    using stage_type = std::remove_cvref_t<decltype(stage)>;
-    if constexpr (std::is_same_v<stage_type, topk_union>) {
-    } else if constexpr (std::is_same_v<stage_type, prune>) {
-      needs = needs || stage.top_p < 1.0f || stage.skip_ratio > 0.0f;
-    } else if constexpr (std::is_same_v<stage_type, refine>) {
-      needs = needs || stage.weights != weighting::renormalize;
-    } else if constexpr (std::is_same_v<stage_type, greedy_mass> || std::is_same_v<stage_type, per_request> ||
-                         std::is_same_v<stage_type, ep_fill> || std::is_same_v<stage_type, vote_drop>) {
-      needs = needs || stage.gate == column_mass::dense;  // sparse gates cancel the denominator too
-    } else {
-      needs = true;  // confidence_keep reads the candidate total; user stages may read anything
-    }
-  });
-  return needs;
 }
 
 /// Checks of the per-call data that do not depend on the policy.
@@ -110,7 +78,7 @@ template <routing_policy Policy, score_element Element, class ExecutionPolicy>
 status route_checked(const Policy& policy, const routing_batch<Element>& batch,
                      const plan_view& plan, workspace& ws, ExecutionPolicy exec) {
   route_context<Element, ExecutionPolicy> context(batch, plan.top_k, ws, exec);
-  context.score_tokens(needs_dense_mass(policy), !needs_full_softmax(policy));
+  context.score_tokens(scoring_needs_of(policy));
   refine assignment = assignment_of(policy);
   if (batch.step == phase::prefill && has_decode_only_stage(policy)) {
     // Decode-only policies route exactly like vanilla top-k in prefill.

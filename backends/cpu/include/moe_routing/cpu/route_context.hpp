@@ -17,6 +17,7 @@
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/score_row.hpp"
 #include "moe_routing/cpu/workspace.hpp"
+#include "moe_routing/policies/scoring_needs.hpp"
 #include "moe_routing/policies/stage_concepts.hpp"
 
 namespace moe_routing::cpu {
@@ -84,7 +85,8 @@ class route_context {
   std::int64_t* scratch_mass(int chunk) const noexcept { return ws_.chunk_sparse_mass.data() + chunk_offset(chunk); }
 
   // ---- batch-wide ----
-  /// c[e] in fixed point (`fixed_mass.hpp`), summed over valid tokens.
+  /// c[e] in fixed point (`fixed_mass.hpp`), summed over valid tokens. Like `votes()`,
+  /// filled only for policies whose `scoring_needs` ask for it (every user stage does).
   std::span<const std::int64_t> mass(column_mass gate) const noexcept {
     const auto& values = gate == column_mass::dense ? ws_.dense_mass : ws_.sparse_mass;
     return {values.data(), static_cast<std::size_t>(experts())};
@@ -118,22 +120,23 @@ class route_context {
   expert_set selected;    ///< S
   expert_set guaranteed;  ///< union of every token's guaranteed experts
 
-  /// Pass 1: scores every valid row once, keeps its top-k with p and sparse gates, and
-  /// accumulates the column masses (dense only when `dense_mass` is asked) and votes.
-  /// `top_k_only`: the policy reads p only as ratios within a token's top ranks
-  /// (renormalised weights, sparse gates; see `needs_full_softmax`), so a softmax row is
-  /// ranked by its logits and only its top-k are exponentiated, relative to the top-1
-  /// logit: the denominator cancels. Its candidate total and confidence are then not set.
-  void score_tokens(bool dense_mass, bool top_k_only = false) {
+  /// Pass 1: scores every valid row once and keeps its top-k with p and sparse gates;
+  /// accumulates the column masses and votes when `needs.column_mass` (dense ones too
+  /// when `needs.dense_mass`). With `needs.top_k_only` a softmax row is ranked by its
+  /// logits and only its top-k are exponentiated, relative to the top-1 logit: its
+  /// candidate total and confidence are then not set (see `scoring_needs`).
+  void score_tokens(const scoring_needs& needs) {
     const int n = tokens();
     const int e_count = experts();
     const auto width = static_cast<std::size_t>(e_count);
-    const bool cheap_softmax = top_k_only && batch_.mode == scoring::softmax && !batch_.groups.enabled();
+    const bool cheap_softmax = needs.top_k_only && batch_.mode == scoring::softmax && !batch_.groups.enabled();
+    const bool sum_columns = needs.column_mass;
+    const bool dense_mass = needs.column_mass && needs.dense_mass;
     std::for_each(exec_, ws_.chunk_index.begin(), ws_.chunk_index.begin() + chunk_count_,
-                  [&, dense_mass](int chunk) {
+                  [&, sum_columns, dense_mass](int chunk) {
       std::int64_t* sparse = ws_.chunk_sparse_mass.data() + chunk_offset(chunk);
       std::int64_t* dense = ws_.chunk_dense_mass.data() + chunk_offset(chunk);
-      std::fill(sparse, sparse + width, 0);
+      if (sum_columns) std::fill(sparse, sparse + width, 0);
       if (dense_mass) std::fill(dense, dense + width, 0);
       const int end = std::min(n, (chunk + 1) * tokens_per_chunk);
       rank_key top_keys[max_top_k];
@@ -158,9 +161,12 @@ class route_context {
             for (int e = 0; e < e_count; ++e) dense[e] += to_fixed_mass(p[e]);
           }
         }
-        for (int j = 0; j < top_k_; ++j) sparse[ids[j]] += to_fixed_mass(gates[j]);
+        if (sum_columns) {
+          for (int j = 0; j < top_k_; ++j) sparse[ids[j]] += to_fixed_mass(gates[j]);
+        }
       }
     });
+    if (!sum_columns) return;
     reduce_chunks(ws_.chunk_sparse_mass, ws_.sparse_mass);
     if (dense_mass) reduce_chunks(ws_.chunk_dense_mass, ws_.dense_mass);
     std::fill(ws_.votes.begin(), ws_.votes.begin() + e_count, 0);
