@@ -1,10 +1,11 @@
-# Install the headers and export moe_routing::moe_routing and moe_routing::cpu for
+# Install the headers and export moe_routing::moe_routing, moe_routing::cpu and moe_routing::cuda for
 # find_package(moe_routing CONFIG).
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY backends/cpu/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS moe_routing moe_routing_cpu EXPORT moe_routing_targets)
+install(DIRECTORY backends/cuda/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS moe_routing moe_routing_cpu moe_routing_cuda EXPORT moe_routing_targets)
 install(EXPORT moe_routing_targets NAMESPACE moe_routing:: FILE moe_routing-targets.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/moe_routing)
 export(EXPORT moe_routing_targets NAMESPACE moe_routing::

@@ -70,9 +70,10 @@ struct routing_batch {
 
 static_assert(std::is_trivially_copyable_v<routing_batch<float>>);
 
-/// Checks everything about a batch that does not depend on the policy. O(E + R).
+/// The checks of `validate_batch` that read no array: shapes, pointers and scalar
+/// parameters. A GPU backend runs these on the host, where its arrays are not readable.
 template <score_element Element>
-constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
+constexpr status validate_batch_shape(const routing_batch<Element>& batch) noexcept {
   const int n = batch.tokens();
   const int experts = batch.experts();
   if (n < 0 || n > max_tokens) {
@@ -112,11 +113,24 @@ constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
     return fail(errc::invalid_parameter, "groups.n_group", batch.groups.n_group,
                 "must be 0 (off) or positive");
   }
+  if (batch.segments != nullptr && batch.request_count < 0) {
+    return fail(errc::invalid_input, "batch.request_count", batch.request_count,
+                "must not be negative");
+  }
+  if (batch.placement != nullptr && (batch.device_count < 1 || batch.device_count > max_experts)) {
+    return fail(errc::invalid_input, "batch.device_count", batch.device_count,
+                "must be in [1, max_experts] when a placement is given", "max_experts", max_experts);
+  }
+  return {};
+}
+
+/// Checks everything about a batch that does not depend on the policy. O(E + R).
+template <score_element Element>
+constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
+  MOE_ROUTING_TRY(validate_batch_shape(batch));
+  const int n = batch.tokens();
+  const int experts = batch.experts();
   if (batch.segments != nullptr) {
-    if (batch.request_count < 0) {
-      return fail(errc::invalid_input, "batch.request_count", batch.request_count,
-                  "must not be negative");
-    }
     if (batch.segments[0] != 0) {
       return fail(errc::invalid_input, "segments[0]", batch.segments[0], "must be 0");
     }
@@ -133,10 +147,6 @@ constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
     }
   }
   if (batch.placement != nullptr) {
-    if (batch.device_count < 1 || batch.device_count > max_experts) {
-      return fail(errc::invalid_input, "batch.device_count", batch.device_count,
-                  "must be in [1, max_experts] when a placement is given", "max_experts", max_experts);
-    }
     for (int e = 0; e < experts; ++e) {
       if (batch.placement[e] < 0 || batch.placement[e] >= batch.device_count) {
         return fail(errc::invalid_input, "placement[e]", batch.placement[e],

@@ -21,6 +21,7 @@ inline const char* to_string(errc code) noexcept {
     case errc::workspace_too_small: return "workspace too small";
     case errc::invalid_input: return "invalid input";
     case errc::syntax_error: return "syntax error";
+    case errc::device_error: return "device error";
   }
   return "unknown error";
 }

@@ -19,6 +19,7 @@ enum class errc : std::uint8_t {
   workspace_too_small,  ///< the workspace was sized for a smaller problem
   invalid_input,        ///< optional inputs (segments, placement) hold bad values
   syntax_error,         ///< a policy text could not be parsed
+  device_error,         ///< a GPU runtime call failed (the parameter names the call)
 };
 
 /// Outcome of a call. On failure it names the offending parameter and its value, and

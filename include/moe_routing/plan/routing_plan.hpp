@@ -9,7 +9,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "moe_routing/core/config.hpp"
 #include "moe_routing/core/expert_set.hpp"
+#include "moe_routing/core/status.hpp"
 
 namespace moe_routing {
 
@@ -48,6 +50,20 @@ struct plan_view {
 };
 
 static_assert(std::is_trivially_copyable_v<plan_view>);
+
+/// Checks a plan's shape and required buffers against a batch of `tokens` rows. Reads no
+/// buffer, so it also checks device plans on the host.
+constexpr status validate_plan(const plan_view& plan, int tokens) noexcept {
+  if (plan.tokens != tokens) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "batch.n", tokens);
+  if (plan.top_k < 1 || plan.top_k > max_top_k) {
+    return fail(errc::invalid_parameter, "plan.top_k", plan.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
+  }
+  if (plan.summary == nullptr) return fail(errc::null_pointer, "plan.summary", 0, "must not be null");
+  if (tokens > 0 && (plan.ids == nullptr || plan.weights == nullptr || plan.counts == nullptr)) {
+    return fail(errc::null_pointer, "plan.ids/weights/counts", 0, "must not be null when", "batch.n", tokens);
+  }
+  return {};
+}
 
 /// A plan that owns its buffers. Sized once; reuse it across calls of the same shape.
 class routing_plan {

@@ -3,6 +3,7 @@
 /// `prune(k0, top_p, skip_ratio)`: OEA phase 1, top-p routing and dynamic skipping.
 /// Each token's best b_i = min(k0, kp_i, kb_i) experts form its guaranteed baseline.
 
+#include "moe_routing/core/config.hpp"
 #include "moe_routing/policies/stage_concepts.hpp"
 
 namespace moe_routing {
@@ -28,6 +29,30 @@ struct prune {
     return check_at_most_top_k("prune.k0", k0, shape);
   }
   constexpr int guaranteed_depth() const noexcept { return k0; }
+
+  /// b_i = min(k0, kp_i, kb_i) from a token's top-k p in rank order and its candidate
+  /// total. Shared by every backend, so that they count the same ranks.
+  MOE_ROUTING_HOST_DEVICE constexpr int baseline_size(const float* top_p_of_token,
+                                                      float candidate_total) const noexcept {
+    int kp = k0;
+    const bool usable_total = candidate_total > 0.0f && candidate_total <= 3.4028234e38f;
+    if (top_p < 1.0f && usable_total) {
+      const float target = top_p * candidate_total;
+      float sum = 0;
+      for (int j = 0; j < k0; ++j) {
+        sum += top_p_of_token[j] > 0.0f ? top_p_of_token[j] : 0.0f;
+        if (sum >= target) {
+          kp = j + 1;
+          break;
+        }
+      }
+    }
+    int kb = 1;
+    const float floor = skip_ratio * top_p_of_token[0];
+    while (kb < k0 && top_p_of_token[kb] >= floor) ++kb;
+    const int smaller = kp < kb ? kp : kb;
+    return smaller < k0 ? smaller : k0;
+  }
 };
 
 static_assert(set_stage<prune>);

@@ -33,7 +33,27 @@ struct refine {
   constexpr status bind(const binding_shape& shape) const noexcept {
     return check_at_most_top_k("refine.k", k, shape);
   }
-  constexpr int effective_k(int top_k) const noexcept { return k == 0 ? top_k : k; }
+  MOE_ROUTING_HOST_DEVICE constexpr int effective_k(int top_k) const noexcept { return k == 0 ? top_k : k; }
+
+  /// The weighting of SPEC section 3: `weights[0..count)` from the p of the assigned
+  /// experts. Shared by every backend, so that they round alike.
+  MOE_ROUTING_HOST_DEVICE void weigh(const float* p, int count, float* weights_out) const noexcept {
+    float sum = 0;
+    for (int j = 0; j < count; ++j) {
+      weights_out[j] = p[j] < 0.0f ? 0.0f : p[j];  // negative p only from probabilities input
+      sum += weights_out[j];
+    }
+    bool equal = !(sum > 0.0f) || !(sum <= 3.4028234e38f);
+    if (!equal) {
+      for (int j = 0; j < count; ++j) {
+        weights_out[j] = weights == weighting::renormalize ? weights_out[j] / sum * scale : weights_out[j] * scale;
+        equal = equal || !(weights_out[j] <= 3.4028234e38f);
+      }
+    }
+    if (equal) {
+      for (int j = 0; j < count; ++j) weights_out[j] = scale / static_cast<float>(count);
+    }
+  }
 };
 
 static_assert(assignment_stage<refine>);

@@ -14,26 +14,6 @@
 
 namespace moe_routing::cpu {
 
-/// Fills `weights[0..count)` from the p of the assigned experts.
-inline void weigh_row(const refine& stage, const float* p, int count, float* weights) noexcept {
-  float sum = 0;
-  for (int j = 0; j < count; ++j) {
-    weights[j] = p[j] < 0.0f ? 0.0f : p[j];  // negative p only from probabilities input
-    sum += weights[j];
-  }
-  bool equal = !(sum > 0.0f) || !std::isfinite(sum);
-  if (!equal) {
-    for (int j = 0; j < count; ++j) {
-      weights[j] = stage.weights == weighting::renormalize ? weights[j] / sum * stage.scale
-                                                           : weights[j] * stage.scale;
-      equal = equal || !std::isfinite(weights[j]);
-    }
-  }
-  if (equal) {
-    for (int j = 0; j < count; ++j) weights[j] = stage.scale / static_cast<float>(count);
-  }
-}
-
 /// A_i for one valid token: the first k experts of its rank order below max_rank that
 /// are in S, else its best expert in S. Writes ids and p; returns the count.
 template <class Context>
@@ -98,7 +78,7 @@ status assign_tokens(const refine& stage, Context& context, const plan_view& pla
     if (context.is_valid(token)) {
       float p[max_top_k];
       count = assign_token(stage, context, token, chunk, ids, p);
-      weigh_row(stage, p, count, weights);
+      stage.weigh(p, count, weights);
     }
     plan.counts[token] = count;
     if (plan.guaranteed != nullptr) plan.guaranteed[token] = context.guaranteed_ranks(token);

@@ -51,26 +51,8 @@ constexpr refine assignment_of(const Policy& policy) {
 template <score_element Element>
 status check_call(const routing_batch<Element>& batch, const plan_view& plan, const workspace& ws) {
   MOE_ROUTING_TRY(validate_batch(batch));
-  const int n = batch.tokens();
-  if (plan.tokens != n) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "batch.n", n);
-  if (plan.top_k < 1 || plan.top_k > max_top_k) {
-    return fail(errc::invalid_parameter, "plan.top_k", plan.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
-  }
-  if (plan.summary == nullptr) return fail(errc::null_pointer, "plan.summary", 0, "must not be null");
-  if (n > 0 && (plan.ids == nullptr || plan.weights == nullptr || plan.counts == nullptr)) {
-    return fail(errc::null_pointer, "plan.ids/weights/counts", 0, "must not be null when", "batch.n", n);
-  }
-  const workspace_shape& shape = ws.shape();
-  if (shape.experts < batch.experts()) {
-    return fail(errc::workspace_too_small, "workspace.experts", shape.experts, "must be at least", "batch.E", batch.experts());
-  }
-  if (shape.max_tokens < n) {
-    return fail(errc::workspace_too_small, "workspace.max_tokens", shape.max_tokens, "must be at least", "batch.n", n);
-  }
-  if (shape.top_k < plan.top_k) {
-    return fail(errc::workspace_too_small, "workspace.top_k", shape.top_k, "must be at least", "plan.top_k", plan.top_k);
-  }
-  return {};
+  MOE_ROUTING_TRY(validate_plan(plan, batch.tokens()));
+  return check_workspace_shape(ws.shape(), batch.tokens(), batch.experts(), plan.top_k);
 }
 
 /// Routes a batch whose policy binding and call data were already checked.

@@ -107,12 +107,11 @@ class route_context {
   void parallel_blocks(int count, Work work) const {
     const int blocks = std::min(count, chunk_count_);
     if (blocks <= 0) return;
-    std::for_each(exec_, ws_.chunk_index.begin(), ws_.chunk_index.begin() + blocks,
-                  [&](int block) {
-                    const auto lo = static_cast<long long>(count) * block / blocks;
-                    const auto hi = static_cast<long long>(count) * (block + 1) / blocks;
-                    for (auto item = lo; item < hi; ++item) work(static_cast<int>(item), block);
-                  });
+    for_each_chunk(blocks, [&](int block) {
+      const auto lo = static_cast<long long>(count) * block / blocks;
+      const auto hi = static_cast<long long>(count) * (block + 1) / blocks;
+      for (auto item = lo; item < hi; ++item) work(static_cast<int>(item), block);
+    });
   }
   int chunk_count() const noexcept { return chunk_count_; }
   workspace& storage() const noexcept { return ws_; }
@@ -132,8 +131,7 @@ class route_context {
     const bool cheap_softmax = needs.top_k_only && batch_.mode == scoring::softmax && !batch_.groups.enabled();
     const bool sum_columns = needs.column_mass;
     const bool dense_mass = needs.column_mass && needs.dense_mass;
-    std::for_each(exec_, ws_.chunk_index.begin(), ws_.chunk_index.begin() + chunk_count_,
-                  [&, sum_columns, dense_mass](int chunk) {
+    for_each_chunk(chunk_count_, [&, sum_columns, dense_mass](int chunk) {
       std::int64_t* sparse = ws_.chunk_sparse_mass.data() + chunk_offset(chunk);
       std::int64_t* dense = ws_.chunk_dense_mass.data() + chunk_offset(chunk);
       if (sum_columns) std::fill(sparse, sparse + width, 0);
@@ -177,6 +175,17 @@ class route_context {
   }
 
  private:
+  /// Runs `work(chunk)` for chunks 0..count-1 under the execution policy; a single chunk
+  /// runs inline, as handing one item to the thread pool costs more than decode-sized work.
+  template <class Work>
+  void for_each_chunk(int count, Work work) const {
+    if (count == 1) {
+      work(0);
+      return;
+    }
+    std::for_each(exec_, ws_.chunk_index.begin(), ws_.chunk_index.begin() + count, work);
+  }
+
   /// A token's sparse top-k gates. Softmax rows: exp(x_j - x_top1) renormalised over the
   /// top-k (p / sum of p with the softmax denominator cancelled, so the top-k-only path gets
   /// the same bits); other scorings, or a non-finite top logit: p renormalised.

@@ -55,33 +55,12 @@ struct stage_executor<cpu_backend, topk_union> {
 
 template <>
 struct stage_executor<cpu_backend, prune> {
-  /// b_i = min(k0, kp_i, kb_i) from the token's top probabilities.
-  static int baseline_size(const prune& stage, std::span<const float> top_p, float candidate_total) {
-    int kp = stage.k0;
-    const bool usable_total = candidate_total > 0.0f && candidate_total <= 3.4028234e38f;
-    if (stage.top_p < 1.0f && usable_total) {
-      const float target = stage.top_p * candidate_total;
-      float sum = 0;
-      for (int j = 0; j < stage.k0; ++j) {
-        sum += top_p[static_cast<std::size_t>(j)] > 0.0f ? top_p[static_cast<std::size_t>(j)] : 0.0f;
-        if (sum >= target) {
-          kp = j + 1;
-          break;
-        }
-      }
-    }
-    int kb = 1;
-    const float floor = stage.skip_ratio * top_p[0];
-    while (kb < stage.k0 && top_p[static_cast<std::size_t>(kb)] >= floor) ++kb;
-    return std::min({stage.k0, kp, kb});
-  }
-
   template <class Context>
   static void apply(const prune& stage, Context& context) {
     for (int token = 0; token < context.tokens(); ++token) {
       if (!context.is_valid(token)) continue;
-      context.guarantee(token, baseline_size(stage, context.top_probabilities(token),
-                                             context.stats(token).candidate_total));
+      context.guarantee(token, stage.baseline_size(context.top_probabilities(token).data(),
+                                                   context.stats(token).candidate_total));
     }
   }
 };

@@ -11,6 +11,7 @@
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
+#include "moe_routing/core/workspace_shape.hpp"
 
 namespace moe_routing::cpu {
 
@@ -20,11 +21,7 @@ inline constexpr int tokens_per_chunk = 64;
 
 /// The largest problem a workspace serves: any batch with at most these tokens, experts
 /// and plan width can reuse it.
-struct workspace_shape {
-  int max_tokens = 0;  ///< largest n
-  int experts = 0;     ///< largest E
-  int top_k = 0;       ///< largest plan width k
-};
+using moe_routing::workspace_shape;
 
 class workspace {
  public:

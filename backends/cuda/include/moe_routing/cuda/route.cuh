@@ -1,0 +1,118 @@
+#pragma once
+/// \file
+/// CUDA routing entry point: the same plans as the CPU backend, on device pointers.
+///
+/// `route(policy, batch, plan, ws, stream)` checks shapes and parameters on the host,
+/// with the CPU backend's messages, then enqueues the call on `stream`: no allocation,
+/// no host synchronisation, so it can be captured in a CUDA graph. Every pointer in the
+/// batch and the plan (including `plan.summary`) is device memory.
+///
+/// Two paths, chosen by n: up to `fused_max_tokens` the whole call is one kernel on one
+/// block (decode); above it, four kernels (scoring and assignment spread over the GPU,
+/// set stages and summary on one block) after one memset. docs/cuda.md explains the choice.
+///
+/// The segments and placement arrays are checked on the device (the host cannot read
+/// them without synchronising); a bad one leaves every row empty and is reported by
+/// `input_status(ws, stream)`, which synchronises.
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "moe_routing/core/batch.hpp"
+#include "moe_routing/core/workspace_shape.hpp"
+#include "moe_routing/cuda/cuda_status.cuh"
+#include "moe_routing/cuda/route_kernels.cuh"
+#include "moe_routing/cuda/workspace.cuh"
+#include "moe_routing/plan/routing_plan.hpp"
+#include "moe_routing/policies/policy_checks.hpp"
+#include "moe_routing/policies/runtime_policy.hpp"
+#include "moe_routing/policies/scoring_needs.hpp"
+
+namespace moe_routing::cuda {
+
+/// Tuning data: the largest n routed by the single-block fused kernel (8 tokens per warp).
+inline constexpr int fused_max_tokens = 256;
+
+namespace detail {
+
+/// The stage program the kernels run: the policy in its runtime form, with decode-only
+/// policies replaced by vanilla top-k in prefill (as the CPU backend does).
+template <routing_policy Policy>
+runtime_policy program_of(const Policy& policy, phase step) {
+  runtime_policy program;
+  if constexpr (std::is_same_v<Policy, runtime_policy>) {
+    program = policy;
+  } else {
+    static_assert(compiled_policy<Policy>,
+                  "The CUDA backend runs the built-in stages only; a user stage has no device code.");
+    program = to_runtime_policy(policy);
+  }
+  if (step == phase::prefill && has_decode_only_stage(policy)) {
+    program.set_stage_count = 1;
+    program.set_stages[0] = make_any_stage(topk_union{});
+    program.assignment.k = 0;
+    program.assignment.max_rank = max_experts;
+  }
+  return program;
+}
+
+template <score_element Element>
+status check_call(const routing_batch<Element>& batch, const plan_view& plan, const workspace& ws) {
+  MOE_ROUTING_TRY(validate_batch_shape(batch));
+  MOE_ROUTING_TRY(validate_plan(plan, batch.tokens()));
+  if (!ws.has_buffer()) return fail(errc::null_pointer, "workspace buffer", 0, "must not be null");
+  const std::size_t needed = workspace_bytes(ws.shape());
+  if (ws.bytes() < needed) {
+    return fail(errc::workspace_too_small, "workspace bytes", static_cast<double>(ws.bytes()),
+                "must be at least workspace_bytes(shape)", "workspace_bytes", static_cast<double>(needed));
+  }
+  return check_workspace_shape(ws.shape(), batch.tokens(), batch.experts(), plan.top_k);
+}
+
+}  // namespace detail
+
+/// Routes one batch on `stream`. Returns a failed status, before any launch, for bad
+/// shapes or parameters, and a `device_error` status naming the call when a launch fails.
+template <routing_policy Policy, score_element Element>
+[[nodiscard]] status route(const Policy& policy, const routing_batch<Element>& batch, const plan_view& plan,
+                           const workspace& ws, cudaStream_t stream = nullptr) {
+  MOE_ROUTING_TRY(detail::check_call(batch, plan, ws));
+  MOE_ROUTING_TRY(bind_policy(policy, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr}));
+  detail::route_call<Element> call{batch, plan, ws.arrays(), detail::program_of(policy, batch.step), {}};
+  call.needs = scoring_needs_of(call.program);
+  const int n = batch.tokens();
+  if (n <= fused_max_tokens) {
+    detail::fused_route_kernel<Element><<<1, detail::block_threads, 0, stream>>>(call);
+    return cuda_status(cudaGetLastError(), "fused_route_kernel launch");
+  }
+  const device_workspace& arrays = ws.arrays();
+  MOE_ROUTING_CUDA_TRY(cudaMemsetAsync(arrays.zeroed_begin, 0, arrays.zeroed_bytes, stream));
+  const int token_blocks = (n + detail::token_block_threads / detail::warp_lanes - 1) /
+                           (detail::token_block_threads / detail::warp_lanes);
+  detail::score_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
+  MOE_ROUTING_CUDA_TRY(cudaGetLastError());
+  detail::select_kernel<Element><<<1, detail::block_threads, 0, stream>>>(call);
+  MOE_ROUTING_CUDA_TRY(cudaGetLastError());
+  detail::assign_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
+  MOE_ROUTING_CUDA_TRY(cudaGetLastError());
+  detail::finish_kernel<Element><<<1, detail::block_threads, 0, stream>>>(call);
+  return cuda_status(cudaGetLastError(), "finish_kernel launch");
+}
+
+/// The device-side input check of the last call on `ws` (bad segments or placement).
+/// Synchronises `stream`: call it in tests and tools, not in the decode loop.
+inline status input_status(const workspace& ws, cudaStream_t stream = nullptr) {
+  std::int32_t error = 0;
+  MOE_ROUTING_CUDA_TRY(cudaMemcpyAsync(&error, ws.arrays().error, sizeof(error), cudaMemcpyDeviceToHost, stream));
+  MOE_ROUTING_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (error == detail::bad_segments) {
+    return fail(errc::invalid_input, "segments", 0, "must start at 0, never decrease and end at batch.n");
+  }
+  if (error == detail::bad_placement) {
+    return fail(errc::invalid_input, "placement[e]", 0, "must be in [0, device_count)");
+  }
+  return {};
+}
+
+}  // namespace moe_routing::cuda

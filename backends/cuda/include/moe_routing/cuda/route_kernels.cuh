@@ -1,0 +1,325 @@
+#pragma once
+/// \file
+/// The kernels of one routing call. Per token (one warp each): scoring and top-k, then
+/// assignment and weighting. Per batch (one block): the set stages, then the summary and
+/// the padding of invalid rows. `fused_route_kernel` runs all four in one block for
+/// decode-sized batches; larger batches launch them as four kernels.
+
+#include <cstdint>
+
+#include "moe_routing/cuda/block_sets.cuh"
+#include "moe_routing/cuda/warp_row.cuh"
+#include "moe_routing/cuda/workspace.cuh"
+#include "moe_routing/plan/routing_plan.hpp"
+#include "moe_routing/policies/runtime_policy.hpp"
+#include "moe_routing/policies/scoring_needs.hpp"
+
+namespace moe_routing::cuda::detail {
+
+/// Device-side input errors, in `device_workspace::error`.
+enum input_error : std::int32_t { no_input_error = 0, bad_segments = 1, bad_placement = 2 };
+
+/// Everything a kernel of the call reads, passed by value.
+template <score_element Element>
+struct route_call {
+  routing_batch<Element> batch;
+  plan_view plan;
+  device_workspace ws;
+  runtime_policy program;  ///< set stages and the assignment, built-in stages only
+  scoring_needs needs;
+};
+
+inline constexpr int block_threads = 1024;
+inline constexpr int token_block_threads = 256;
+
+/// Scoring pass of one token (SPEC sections 1-2): topk_i with p and sparse gates, the
+/// row statistics, and the token's share of the column masses and votes.
+template <score_element Element>
+__device__ void score_token(const route_call<Element>& c, int token, lane_row& row) {
+  const int lane = lane_id();
+  const int k = c.plan.top_k;
+  const device_workspace& ws = c.ws;
+  if (lane == 0) ws.depth[token] = 0;
+  if (!c.batch.is_valid(token)) return;
+  const bool denominator_free = c.needs.top_k_only && c.batch.mode == scoring::softmax;
+  const row_stats stats = score_row_on_warp(c.batch, token, denominator_free, row);
+  std::int32_t ids[max_top_k];
+  float top_p[max_top_k], top_x[max_top_k], gates[max_top_k];
+  rank_key below = ~rank_key{0};
+  for (int j = 0; j < k; ++j) {
+    below = next_key_below(row, below, [](int) { return true; });
+    ids[j] = expert_of(below);
+    top_p[j] = owner_value(row.p, row.count, ids[j]);
+    top_x[j] = owner_value(row.x, row.count, ids[j]);
+  }
+  // The CPU's gates: softmax rows use exp(x_j - x_top1), so the denominator cancels exactly.
+  if (c.batch.mode == scoring::softmax && isfinite(top_x[0])) {
+    row_stats unit;
+    unit.max_logit = top_x[0];
+    unit.denominator = 1.0f;
+    float relative[max_top_k];
+    for (int j = 0; j < k; ++j) relative[j] = probability_of(scoring::softmax, top_x[j], unit);
+    sparse_gates(relative, k, gates);
+  } else {
+    sparse_gates(top_p, k, gates);
+  }
+  if (lane == 0) {
+    ws.stats[token] = stats;
+    for (int j = 0; j < k; ++j) {
+      ws.top_ids[token * k + j] = ids[j];
+      ws.top_p[token * k + j] = top_p[j];
+      ws.top_gate[token * k + j] = gates[j];
+    }
+  }
+  if (!c.needs.column_mass) return;
+  for (int j = lane; j < k; j += warp_lanes) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(ws.sparse_mass + ids[j]),
+              static_cast<unsigned long long>(to_fixed_mass(gates[j])));  // integers: any order
+    atomicAdd(ws.votes + ids[j], 1);
+  }
+  if (c.needs.dense_mass) {
+    for (int i = 0; i < row.count; ++i) {
+      atomicAdd(reinterpret_cast<unsigned long long*>(ws.dense_mass + lane + i * warp_lanes),
+                static_cast<unsigned long long>(to_fixed_mass(row.p[i])));
+    }
+  }
+}
+
+/// The key of rank `rank - 1` among the row's keys (they are distinct): the largest v
+/// with at least `rank` keys >= v, found bit by bit.
+__device__ inline rank_key kth_largest_key(const lane_row& row, int rank) {
+  rank_key result = 0;
+  for (int bit = 63; bit >= 0; --bit) {
+    const rank_key candidate = result | (rank_key{1} << bit);
+    int count = 0;
+    for (int i = 0; i < row.count; ++i) count += row.keys[i] >= candidate ? 1 : 0;
+    for (int offset = warp_lanes / 2; offset > 0; offset /= 2) count += __shfl_xor_sync(full_warp, count, offset);
+    if (count >= rank) result = candidate;
+  }
+  return result;
+}
+
+/// `refine` for one token (SPEC section 3): A_i, its weights and its padding.
+template <score_element Element>
+__device__ void assign_token(const route_call<Element>& c, const std::uint32_t* selected, int token, lane_row& row) {
+  const int lane = lane_id();
+  const int width = c.plan.top_k;
+  const refine& stage = c.program.assignment;
+  const device_workspace& ws = c.ws;
+  std::int32_t* ids_out = c.plan.ids + static_cast<std::size_t>(token) * width;
+  float* weights_out = c.plan.weights + static_cast<std::size_t>(token) * width;
+  const int sentinel = c.plan.pad.sentinel_value;
+  if (!c.batch.is_valid(token)) {
+    for (int j = lane; j < width; j += warp_lanes) {
+      ids_out[j] = sentinel;
+      weights_out[j] = 0.0f;
+    }
+    if (lane == 0) {
+      c.plan.counts[token] = 0;
+      if (c.plan.guaranteed != nullptr) c.plan.guaranteed[token] = 0;
+    }
+    return;
+  }
+  const int experts = c.batch.experts();
+  const int k = stage.effective_k(width);
+  const int max_rank = stage.max_rank < experts ? stage.max_rank : experts;
+  const std::int32_t* top = ws.top_ids + token * width;
+  const float* top_p = ws.top_p + token * width;
+  std::int32_t ids[max_top_k];
+  float p[max_top_k];
+  int count = 0;
+  const int stored = max_rank < width ? max_rank : width;
+  for (int j = 0; j < stored && count < k; ++j) {  // every lane alike: the branch below is uniform
+    if (has(selected, top[j])) {
+      ids[count] = top[j];
+      p[count++] = top_p[j];
+    }
+  }
+  if (!(count == k || (count > 0 && max_rank <= width))) {
+    // Ranks beyond the stored top-k matter: rank the row again and pick from S.
+    if (c.batch.mode == scoring::softmax && !c.batch.groups.enabled()) {
+      const Element* input = c.batch.scores.row(token);
+      row.count = 0;
+      for (int e = lane; e < experts; e += warp_lanes) row.keys[row.count++] = make_rank_key(to_float(input[e]), e);
+    } else {
+      (void)score_row_on_warp(c.batch, token, false, row);
+    }
+    const rank_key threshold = max_rank < experts ? kth_largest_key(row, max_rank) : 0;
+    const auto in_s = [&](int slot) { return has(selected, lane + slot * warp_lanes); };
+    count = 0;
+    rank_key below = ~rank_key{0};
+    for (int j = 0; j < k; ++j) {
+      below = next_key_below(row, below, [&](int slot) { return in_s(slot) && row.keys[slot] >= threshold; });
+      if (below == 0) break;
+      ids[count++] = expert_of(below);
+    }
+    if (count == 0) {
+      const rank_key best = next_key_below(row, ~rank_key{0}, in_s);
+      if (best != 0) ids[count++] = expert_of(best);
+    }
+    const Element* input = c.batch.scores.row(token);
+    for (int j = 0; j < count; ++j) p[j] = probability_of(c.batch.mode, to_float(input[ids[j]]), ws.stats[token]);
+  }
+  float weights[max_top_k];
+  stage.weigh(p, count, weights);
+  for (int j = lane; j < width; j += warp_lanes) {
+    const bool assigned = j < count;
+    ids_out[j] = assigned ? ids[j] : (c.plan.pad.kind == padding_kind::repeat && count > 0 ? ids[0] : sentinel);
+    weights_out[j] = assigned ? weights[j] : 0.0f;
+    if (assigned) {
+      atomicOr(ws.active + (ids[j] >> 5), 1u << (ids[j] & 31));
+      if (c.plan.expert_tokens != nullptr) atomicAdd(c.plan.expert_tokens + ids[j], 1);
+    }
+  }
+  if (lane == 0) {
+    c.plan.counts[token] = count;
+    if (c.plan.guaranteed != nullptr) c.plan.guaranteed[token] = ws.depth[token];
+  }
+}
+
+/// Clears the per-call accumulators (the memset of the multi-kernel path) and the plan's
+/// per-expert counts. One block.
+template <score_element Element>
+__device__ void clear_accumulators(const route_call<Element>& c, bool workspace_too) {
+  if (workspace_too) {
+    auto* words = static_cast<std::uint32_t*>(c.ws.zeroed_begin);
+    for (std::size_t i = threadIdx.x; i < c.ws.zeroed_bytes / 4; i += blockDim.x) words[i] = 0;
+  }
+  if (c.plan.expert_tokens != nullptr) {
+    for (int e = static_cast<int>(threadIdx.x); e < c.batch.experts(); e += blockDim.x) c.plan.expert_tokens[e] = 0;
+  }
+}
+
+/// Checks the optional arrays the host could not read; on failure records which and
+/// returns false (the stages then leave S empty and every row empty). One block.
+template <score_element Element>
+__device__ bool inputs_valid(const route_call<Element>& c, block_sets& sh) {
+  const routing_batch<Element>& batch = c.batch;
+  if (threadIdx.x == 0) {
+    sh.flag = no_input_error;
+    if (batch.segments != nullptr) {
+      bool ok = batch.segments[0] == 0 && batch.segments[batch.request_count] == batch.tokens();
+      for (int r = 0; r < batch.request_count && ok; ++r) ok = batch.segments[r + 1] >= batch.segments[r];
+      if (!ok) sh.flag = bad_segments;
+    }
+  }
+  __syncthreads();
+  if (batch.placement != nullptr) {
+    for (int e = static_cast<int>(threadIdx.x); e < batch.experts(); e += blockDim.x) {
+      if (batch.placement[e] < 0 || batch.placement[e] >= batch.device_count) atomicCAS(&sh.flag, 0, bad_placement);
+    }
+  }
+  __syncthreads();
+  const int error = sh.flag;
+  if (threadIdx.x == 0 && error != no_input_error) *c.ws.error = error;
+  __syncthreads();
+  return error == no_input_error;
+}
+
+/// Writes the plan summary (SPEC section 4) and pads the rows of invalid tokens. One block.
+template <score_element Element>
+__device__ void finish_plan(const route_call<Element>& c, const std::uint32_t* selected, block_sets& sh) {
+  plan_summary& summary = *c.plan.summary;
+  const std::uint32_t* active = c.ws.active;
+  for (int w = static_cast<int>(threadIdx.x); w < expert_set::word_count; w += blockDim.x) {
+    summary.active.set_word(w, active[2 * w] | static_cast<std::uint64_t>(active[2 * w + 1]) << 32);
+    summary.selected.set_word(w, selected[2 * w] | static_cast<std::uint64_t>(selected[2 * w + 1]) << 32);
+  }
+  const bool placement_usable = c.batch.placement != nullptr && *c.ws.error != bad_placement;
+  const int devices = placement_usable ? c.batch.device_count : 0;
+  for (int g = static_cast<int>(threadIdx.x); g < devices; g += blockDim.x) sh.scratch[g] = 0;
+  __syncthreads();
+  for (int e = static_cast<int>(threadIdx.x); e < c.batch.experts() && devices > 0; e += blockDim.x) {
+    if (has(active, e)) atomicAdd(sh.scratch + c.batch.placement[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    summary.active_count = set_size(active);
+    summary.selected_count = set_size(selected);
+    int max_load = 0;
+    for (int g = 0; g < devices; ++g) max_load = sh.scratch[g] > max_load ? sh.scratch[g] : max_load;
+    summary.max_device_load = max_load;
+    int lowest = -1;
+    for (int w = 0; w < set_words && lowest < 0; ++w) {
+      if (active[w] != 0) lowest = w * 32 + __ffs(static_cast<int>(active[w])) - 1;
+    }
+    sh.count = lowest;
+  }
+  for (int g = static_cast<int>(threadIdx.x); g < devices; g += blockDim.x) {
+    if (c.plan.device_loads != nullptr) c.plan.device_loads[g] = sh.scratch[g];
+  }
+  __syncthreads();
+  if (c.plan.pad.kind != padding_kind::repeat) return;
+  // Rows of invalid tokens repeat the batch's lowest active expert (no extra load).
+  const int fill = sh.count >= 0 ? sh.count : c.plan.pad.sentinel_value;
+  const int width = c.plan.top_k;
+  for (int token = static_cast<int>(threadIdx.x); token < c.batch.tokens(); token += blockDim.x) {
+    if (c.plan.counts[token] != 0) continue;
+    for (int j = 0; j < width; ++j) c.plan.ids[static_cast<std::size_t>(token) * width + j] = fill;
+  }
+}
+
+__device__ inline int warp_index() { return static_cast<int>(threadIdx.x) / warp_lanes; }
+
+/// Decode path: the whole call in one block of `block_threads`, one launch, no memset.
+template <score_element Element>
+__global__ void __launch_bounds__(block_threads) fused_route_kernel(const route_call<Element> c) {
+  __shared__ block_sets sh;
+  lane_row row;
+  const int warps = static_cast<int>(blockDim.x) / warp_lanes;
+  clear_accumulators(c, true);
+  __syncthreads();
+  for (int token = warp_index(); token < c.batch.tokens(); token += warps) score_token(c, token, row);
+  __threadfence_block();
+  __syncthreads();
+  const stage_inputs<Element> in{c.batch, c.ws, c.plan.top_k};
+  if (inputs_valid(c, sh)) {
+    run_set_stages(c.program, sh, in);
+  } else {
+    for (int w = static_cast<int>(threadIdx.x); w < set_words; w += blockDim.x) sh.selected[w] = 0;
+    __syncthreads();
+  }
+  for (int token = warp_index(); token < c.batch.tokens(); token += warps) assign_token(c, sh.selected, token, row);
+  __syncthreads();
+  finish_plan(c, sh.selected, sh);
+}
+
+/// Large-batch path, step 1: one warp per token.
+template <score_element Element>
+__global__ void __launch_bounds__(token_block_threads) score_kernel(const route_call<Element> c) {
+  lane_row row;
+  const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
+  if (token < c.batch.tokens()) score_token(c, token, row);
+}
+
+/// Step 2: the set stages on one block; S goes to the workspace.
+template <score_element Element>
+__global__ void __launch_bounds__(block_threads) select_kernel(const route_call<Element> c) {
+  __shared__ block_sets sh;
+  clear_accumulators(c, false);
+  const stage_inputs<Element> in{c.batch, c.ws, c.plan.top_k};
+  if (inputs_valid(c, sh)) {
+    run_set_stages(c.program, sh, in);
+  } else {
+    for (int w = static_cast<int>(threadIdx.x); w < set_words; w += blockDim.x) sh.selected[w] = 0;
+    __syncthreads();
+  }
+  for (int w = static_cast<int>(threadIdx.x); w < set_words; w += blockDim.x) c.ws.selected[w] = sh.selected[w];
+}
+
+/// Step 3: one warp per token.
+template <score_element Element>
+__global__ void __launch_bounds__(token_block_threads) assign_kernel(const route_call<Element> c) {
+  lane_row row;
+  const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
+  if (token < c.batch.tokens()) assign_token(c, c.ws.selected, token, row);
+}
+
+/// Step 4: the summary, on one block.
+template <score_element Element>
+__global__ void __launch_bounds__(block_threads) finish_kernel(const route_call<Element> c) {
+  __shared__ block_sets sh;
+  finish_plan(c, c.ws.selected, sh);
+}
+
+}  // namespace moe_routing::cuda::detail
