@@ -3,7 +3,8 @@
 // E <= 256, k = 8) and the prefill shape n = 16384, E = 256. Each iteration launches
 // the call and waits for it, so real time includes the launch (what a decode step
 // pays); the counter gpu_us is the kernels' own time from CUDA events.
-// Names: cuda/route/<preset>/<f32|bf16>/n:N/E:E/k:K and cuda/baseline/softmax_topk/....
+// Names: cuda/route/<preset>/<f32|bf16>/n:N/E:E/k:K, cuda/baseline/softmax_topk/..., and
+// cuda/path/<fused|multi_kernel>/oea/... (both kernel paths at n 64..1024, for the crossover).
 // Without a usable GPU the binary prints why and exits 0.
 
 #include <cuda_runtime.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -135,7 +137,7 @@ struct device_call {
 };
 
 template <class Score>
-void route_preset(benchmark::State& state, const std::string& name) {
+void route_preset(benchmark::State& state, const std::string& name, mr::cuda::route_path path) {
   const int n = static_cast<int>(state.range(0)), experts = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
   device_call<Score> call(n, experts, k);
   const mr::runtime_policy policy = mr::parse_policy_or_throw(bench::preset_text(name, k));
@@ -150,7 +152,7 @@ void route_preset(benchmark::State& state, const std::string& name) {
   batch.request_count = static_cast<int>(segments.size()) - 1;
   const mr::plan_view plan{call.ids, call.weights, call.counts, call.summary, n, k};
   call.run(state, [&] {
-    const mr::status s = mr::cuda::route(policy, batch, plan, call.ws, call.stream);
+    const mr::status s = mr::cuda::route(policy, batch, plan, call.ws, call.stream, path);
     if (!s.ok()) state.SkipWithError(mr::to_string(s).c_str());
   });
   cudaFree(device_segments);
@@ -174,8 +176,17 @@ void register_shape(const std::string& dtype, int n, int experts, int k) {
       ->Args({n, experts, k})->UseRealTime();
   for (const char* name : {"topk", "oea", "xshare", "xshare_spec", "lynx_lat", "lynx_acc", "skip"}) {
     benchmark::RegisterBenchmark(("cuda/route/" + std::string(name) + shape).c_str(),
-                                 [name](benchmark::State& s) { route_preset<Score>(s, name); })
+                                 [name](benchmark::State& s) { route_preset<Score>(s, name, mr::cuda::route_path::automatic); })
         ->Args({n, experts, k})->UseRealTime();
+  }
+  // Both paths of the same call around the crossover (fused_max_tokens), for tuning it.
+  if (n >= 64 && n <= 1024 && dtype == "f32") {
+    for (const auto& [label, path] : {std::pair{"fused", mr::cuda::route_path::fused},
+                                      std::pair{"multi_kernel", mr::cuda::route_path::multi_kernel}}) {
+      benchmark::RegisterBenchmark(("cuda/path/" + std::string(label) + "/oea" + shape).c_str(),
+                                   [path](benchmark::State& s) { route_preset<Score>(s, "oea", path); })
+          ->Args({n, experts, k})->UseRealTime();
+    }
   }
 }
 
@@ -187,9 +198,9 @@ int main(int argc, char** argv) {
     std::printf("CUDA benchmarks skipped: no usable GPU (%s)\n", probe.reason);
     return 0;
   }
-  for (const int n : {1, 4, 16, 64, 256, 16384}) {
+  for (const int n : {1, 4, 16, 64, 256, 1024, 16384}) {
     for (const int experts : {64, 128, 256}) {
-      if (n == 16384 && experts != 256) continue;
+      if (n > 256 && experts != 256) continue;
       register_shape<float>("f32", n, experts, 8);
       register_shape<mr::bfloat16>("bf16", n, experts, 8);
     }

@@ -113,11 +113,12 @@ struct device_problem {
   }
 
   template <class Policy>
-  mr::status enqueue(const Policy& policy, mr::padding pad, cudaStream_t stream) const {
+  mr::status enqueue(const Policy& policy, mr::padding pad, cudaStream_t stream,
+                     mr::cuda::route_path path = mr::cuda::route_path::automatic) const {
     switch (p.type) {
-      case test::element::f32: return mr::cuda::route(policy, batch<float>(), plan_view(pad), ws, stream);
-      case test::element::f16: return mr::cuda::route(policy, batch<mr::float16>(), plan_view(pad), ws, stream);
-      case test::element::bf16: return mr::cuda::route(policy, batch<mr::bfloat16>(), plan_view(pad), ws, stream);
+      case test::element::f32: return mr::cuda::route(policy, batch<float>(), plan_view(pad), ws, stream, path);
+      case test::element::f16: return mr::cuda::route(policy, batch<mr::float16>(), plan_view(pad), ws, stream, path);
+      case test::element::bf16: return mr::cuda::route(policy, batch<mr::bfloat16>(), plan_view(pad), ws, stream, path);
     }
     return {};
   }
@@ -138,9 +139,10 @@ struct device_problem {
   }
 };
 
-mr::routing_plan route_on_gpu(const test::problem& p, const mr::runtime_policy& policy, mr::padding pad = {}) {
+mr::routing_plan route_on_gpu(const test::problem& p, const mr::runtime_policy& policy, mr::padding pad = {},
+                              mr::cuda::route_path path = mr::cuda::route_path::automatic) {
   const device_problem on_device(p);
-  const mr::status s = on_device.enqueue(policy, pad, nullptr);
+  const mr::status s = on_device.enqueue(policy, pad, nullptr, path);
   REQUIRE_MESSAGE(s.ok(), mr::to_string(s));
   const mr::status input = mr::cuda::input_status(on_device.ws);
   REQUIRE_MESSAGE(input.ok(), mr::to_string(input));
@@ -172,7 +174,11 @@ void compare_backends(unsigned seed, int cases, const test::problem_options& opt
     const mr::padding pad = c % 3 == 0 ? mr::padding{mr::padding_kind::repeat, -1} : mr::padding{mr::padding_kind::sentinel, p.ref.E};
     INFO("case " << c << ": " << text << ", n=" << p.ref.n << " E=" << p.ref.E << " k=" << p.top_k);
     const mr::routing_plan gpu = route_on_gpu(p, policy, pad);
-    check_same_plan(gpu, test::route_problem(p, policy, pad));
+    const mr::routing_plan cpu = test::route_problem(p, policy, pad);
+    check_same_plan(gpu, cpu);
+    // The other kernel path gives the same plan (the crossover changes speed only).
+    const auto other = p.ref.n <= mr::cuda::fused_max_tokens ? mr::cuda::route_path::multi_kernel : mr::cuda::route_path::fused;
+    check_same_plan(route_on_gpu(p, policy, pad, other), cpu);
     if (pad.kind == mr::padding_kind::sentinel) {
       test::check_against_naive(gpu, naive::route(p.ref, test::to_naive(policy), p.top_k), text);
     }

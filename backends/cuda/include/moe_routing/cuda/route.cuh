@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "moe_routing/core/batch.hpp"
@@ -33,6 +34,10 @@ namespace moe_routing::cuda {
 
 /// Tuning data: the largest n routed by the single-block fused kernel (8 tokens per warp).
 inline constexpr int fused_max_tokens = 256;
+
+/// Which kernels route a call. `automatic` picks by n (`fused_max_tokens`); the others
+/// exist to measure the crossover and give the same plan.
+enum class route_path : std::uint8_t { automatic, fused, multi_kernel };
 
 namespace detail {
 
@@ -76,13 +81,16 @@ status check_call(const routing_batch<Element>& batch, const plan_view& plan, co
 /// shapes or parameters, and a `device_error` status naming the call when a launch fails.
 template <routing_policy Policy, score_element Element>
 [[nodiscard]] status route(const Policy& policy, const routing_batch<Element>& batch, const plan_view& plan,
-                           const workspace& ws, cudaStream_t stream = nullptr) {
+                           const workspace& ws, cudaStream_t stream = nullptr,
+                           route_path path = route_path::automatic) {
   MOE_ROUTING_TRY(detail::check_call(batch, plan, ws));
   MOE_ROUTING_TRY(bind_policy(policy, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr}));
   detail::route_call<Element> call{batch, plan, ws.arrays(), detail::program_of(policy, batch.step), {}};
   call.needs = scoring_needs_of(call.program);
   const int n = batch.tokens();
-  if (n <= fused_max_tokens) {
+  // An empty batch always takes the fused kernel: a grid of zero blocks is a launch error.
+  const bool fused = n == 0 || path == route_path::fused || (path == route_path::automatic && n <= fused_max_tokens);
+  if (fused) {
     detail::fused_route_kernel<Element><<<1, detail::block_threads, 0, stream>>>(call);
     return cuda_status(cudaGetLastError(), "fused_route_kernel launch");
   }
