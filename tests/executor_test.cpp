@@ -31,18 +31,9 @@ void check_against_naive_loop(std::uint32_t seed, int d = 64, int h = 48, int sh
   const char* policies[] = {"topk(k=4)", "oea(k0=2,k=4)", "pruned(k0=1,k=4)", "xshare(k0=1,m=3,k=4)", "xshare_spec(k0=1,m=1,m_r=2,k=4)",
                             "lynx_lat(d=4,k=4)", "lynx_acc(conf=0.3,budget=5,k=4,weights=raw,scale=2.5)", "skip(beta=0.4,k=4)"};
   for (const int n : {1, 7, 64, 512}) {
-    std::vector<float> x(static_cast<std::size_t>(n) * d), logits(static_cast<std::size_t>(n) * experts);
-    for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
-    for (auto& v : logits) v = std::normal_distribution<float>(0.0f, 2.0f)(rng);
-    std::vector<std::uint8_t> mask(static_cast<std::size_t>(n), 1);
-    if (n > 3) mask[2] = 0;
-    std::vector<std::int32_t> segments;
-    for (int o = 0; o < n; o += 3) segments.push_back(o);
-    segments.push_back(n);
-    mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
-    batch.token_mask = mask.data();
-    batch.segments = segments.data();
-    batch.request_count = static_cast<int>(segments.size()) - 1;
+    const test::layer_inputs inputs(n, d, experts, rng);
+    const std::vector<float>& x = inputs.x;
+    const mr::routing_batch<float> batch = inputs.batch();
     for (const char* text : policies) {
       const auto policy = mr::parse_policy_or_throw(text);
       mr::routing_plan plan(n, 4, experts);

@@ -130,4 +130,31 @@ mr::expert_weights<Weight> view_of(const expert_bank<Weight>& bank, bool fused, 
   return w;
 }
 
+/// One layer's random inputs for n tokens: activations x [n x d], router logits [n x E],
+/// token 2 masked out (when n > 3), requests of 3 tokens; `batch()` routes them.
+struct layer_inputs {
+  int n, experts;
+  std::vector<float> x, logits;
+  std::vector<std::uint8_t> mask;
+  std::vector<std::int32_t> segments;
+
+  layer_inputs(int tokens, int d, int expert_count, std::mt19937& rng)
+      : n(tokens), experts(expert_count), x(static_cast<std::size_t>(tokens) * d),
+        logits(static_cast<std::size_t>(tokens) * expert_count), mask(static_cast<std::size_t>(tokens), 1) {
+    for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+    for (auto& v : logits) v = std::normal_distribution<float>(0.0f, 2.0f)(rng);
+    if (n > 3) mask[2] = 0;
+    for (int o = 0; o < n; o += 3) segments.push_back(o);
+    segments.push_back(n);
+  }
+
+  mr::routing_batch<float> batch() const {
+    mr::routing_batch<float> b{mr::make_score_view(logits.data(), n, experts)};
+    b.token_mask = mask.data();
+    b.segments = segments.data();
+    b.request_count = static_cast<int>(segments.size()) - 1;
+    return b;
+  }
+};
+
 }  // namespace test

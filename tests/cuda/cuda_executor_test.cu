@@ -78,17 +78,13 @@ void check_against_naive_loop(std::uint32_t seed) {
   const bool rounded = std::is_same_v<Weight, mr::bfloat16>;
   const double tolerance = rounded ? 1.0 / 256 : 1e-5;
   for (const int n : {1, 7, 64, 512}) {
-    std::vector<float> x(static_cast<std::size_t>(n) * d), logits(static_cast<std::size_t>(n) * experts);
-    for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
-    for (auto& v : logits) v = std::normal_distribution<float>(0.0f, 2.0f)(rng);
-    std::vector<std::uint8_t> mask(static_cast<std::size_t>(n), 1);
-    if (n > 3) mask[2] = 0;
-    mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
-    batch.token_mask = mask.data();
+    const test::layer_inputs inputs(n, d, experts, rng);
+    const std::vector<float>& x = inputs.x;
+    const mr::routing_batch<float> batch = inputs.batch();
     float* x_device = upload(x);
     float* y_device = upload(std::vector<float>(x.size()));
     mr::cuda::executor_workspace<Weight> ws({n, k, experts, d, h, 2, shared_h});
-    for (const char* text : {"topk(k=4)", "oea(k0=2,k=4)", "xshare(k0=1,m=3,k=4)", "lynx_acc(conf=0.3,budget=5,k=4,weights=raw,scale=2.5)"}) {
+    for (const char* text : {"topk(k=4)", "oea(k0=2,k=4)", "xshare(k0=1,m=3,k=4)", "xshare_spec(k0=1,m=1,m_r=2,k=4)", "lynx_acc(conf=0.3,budget=5,k=4,weights=raw,scale=2.5)"}) {
       mr::routing_plan plan(n, k, experts);
       REQUIRE(mr::cpu::route(mr::parse_policy_or_throw(text), batch, plan.view()).ok());
       std::int32_t* ids = upload(plan.ids());

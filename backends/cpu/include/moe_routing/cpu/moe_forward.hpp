@@ -23,6 +23,7 @@
 #include "moe_routing/core/status.hpp"
 #include "moe_routing/cpu/amx_projection.hpp"
 #include "moe_routing/cpu/projection_kernel.hpp"
+#include "moe_routing/executor/executor_shape.hpp"
 #include "moe_routing/executor/expert_alignment.hpp"
 #include "moe_routing/executor/expert_weights.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
@@ -32,20 +33,7 @@ namespace moe_routing::cpu {
 /// Tuning data: output rows per parallel work item.
 inline constexpr int rows_per_item = 32;
 
-/// The largest problem an executor workspace serves.
-struct executor_shape {
-  int max_tokens = 0;
-  int top_k = 0;
-  int experts = 0;
-  int hidden = 0;               ///< d
-  int intermediate = 0;         ///< h
-  int shared_experts = 0;
-  int shared_intermediate = 0;  ///< 0 = h
-  /// bfloat16 weights only: round x and the SwiGLU activations to bfloat16 before they are
-  /// multiplied (bf16 x bf16 products, float32 sums, as engines compute). false keeps them
-  /// float32: more exact, and never on AMX tiles.
-  bool bf16_activations = true;
-};
+using moe_routing::executor_shape;
 
 class executor_workspace {
  public:

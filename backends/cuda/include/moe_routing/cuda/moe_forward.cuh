@@ -24,21 +24,13 @@
 
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/cuda/cuda_status.cuh"
+#include "moe_routing/executor/executor_shape.hpp"
 #include "moe_routing/executor/expert_weights.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
 
 namespace moe_routing::cuda {
 
-/// The largest problem an executor workspace serves.
-struct executor_shape {
-  int max_tokens = 0;
-  int top_k = 0;
-  int experts = 0;
-  int hidden = 0;               ///< d
-  int intermediate = 0;         ///< h
-  int shared_experts = 0;
-  int shared_intermediate = 0;  ///< 0 = h
-};
+using moe_routing::executor_shape;
 
 namespace detail {
 

@@ -261,6 +261,17 @@ __device__ void finish_plan(const route_call<Element>& c, const std::uint32_t* s
 
 __device__ inline int warp_index() { return static_cast<int>(threadIdx.x) / warp_lanes; }
 
+/// S in `sh.selected`: the set stages in order, or empty when an input array is bad.
+template <score_element Element>
+__device__ void select_experts(const route_call<Element>& c, block_sets& sh) {
+  if (inputs_valid(c, sh)) {
+    run_set_stages(c.program, sh, stage_inputs<Element>{c.batch, c.ws, c.plan.top_k});
+    return;
+  }
+  for (int w = static_cast<int>(threadIdx.x); w < set_words; w += blockDim.x) sh.selected[w] = 0;
+  __syncthreads();
+}
+
 /// Decode path: the whole call in one block of `block_threads`, one launch, no memset.
 template <score_element Element>
 __global__ void __launch_bounds__(block_threads) fused_route_kernel(const route_call<Element> c) {
@@ -272,13 +283,7 @@ __global__ void __launch_bounds__(block_threads) fused_route_kernel(const route_
   for (int token = warp_index(); token < c.batch.tokens(); token += warps) score_token(c, token, row);
   __threadfence_block();
   __syncthreads();
-  const stage_inputs<Element> in{c.batch, c.ws, c.plan.top_k};
-  if (inputs_valid(c, sh)) {
-    run_set_stages(c.program, sh, in);
-  } else {
-    for (int w = static_cast<int>(threadIdx.x); w < set_words; w += blockDim.x) sh.selected[w] = 0;
-    __syncthreads();
-  }
+  select_experts(c, sh);
   for (int token = warp_index(); token < c.batch.tokens(); token += warps) assign_token(c, sh.selected, token, row);
   __syncthreads();
   finish_plan(c, sh.selected, sh);
@@ -297,13 +302,7 @@ template <score_element Element>
 __global__ void __launch_bounds__(block_threads) select_kernel(const route_call<Element> c) {
   __shared__ block_sets sh;
   clear_accumulators(c, false);
-  const stage_inputs<Element> in{c.batch, c.ws, c.plan.top_k};
-  if (inputs_valid(c, sh)) {
-    run_set_stages(c.program, sh, in);
-  } else {
-    for (int w = static_cast<int>(threadIdx.x); w < set_words; w += blockDim.x) sh.selected[w] = 0;
-    __syncthreads();
-  }
+  select_experts(c, sh);
   for (int w = static_cast<int>(threadIdx.x); w < set_words; w += blockDim.x) c.ws.selected[w] = sh.selected[w];
 }
 
