@@ -4,7 +4,7 @@
 // the call and waits for it, so real time includes the launch (what a decode step
 // pays); the counter gpu_us is the kernels' own time from CUDA events.
 // Names: cuda/route/<preset>/<f32|bf16>/n:N/E:E/k:K, cuda/baseline/softmax_topk/..., and
-// cuda/path/<fused|multi_kernel>/oea/... (both kernel paths at n 64..1024, for the crossover).
+// cuda/path/<fused|multi_kernel|segmented_sort>/oea/... (every path from n = 64, for the crossovers).
 // Without a usable GPU the binary prints why and exits 0.
 
 #include <cuda_runtime.h>
@@ -86,6 +86,7 @@ struct device_call {
   int* counts = nullptr;
   mr::plan_summary* summary = nullptr;
   void* buffer = nullptr;
+  void* sort_buffer = nullptr;
   mr::cuda::workspace ws;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -101,6 +102,11 @@ struct device_call {
     const mr::workspace_shape shape{n, experts, k};
     check(cudaMalloc(&buffer, mr::cuda::workspace_bytes(shape)), "cudaMalloc");
     ws = mr::cuda::workspace(buffer, mr::cuda::workspace_bytes(shape), shape);
+    std::size_t sort_bytes = 0;
+    if (mr::cuda::segmented_sort_bytes(shape, sort_bytes).ok()) {
+      check(cudaMalloc(&sort_buffer, sort_bytes), "cudaMalloc");
+      ws.set_sort_buffer(sort_buffer, sort_bytes);
+    }
     check(cudaStreamCreate(&stream), "cudaStreamCreate");
     check(cudaEventCreate(&start), "cudaEventCreate");
     check(cudaEventCreate(&stop), "cudaEventCreate");
@@ -112,6 +118,7 @@ struct device_call {
     cudaFree(counts);
     cudaFree(summary);
     cudaFree(buffer);
+    cudaFree(sort_buffer);
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
     cudaStreamDestroy(stream);
@@ -179,10 +186,13 @@ void register_shape(const std::string& dtype, int n, int experts, int k) {
                                  [name](benchmark::State& s) { route_preset<Score>(s, name, mr::cuda::route_path::automatic); })
         ->Args({n, experts, k})->UseRealTime();
   }
-  // Both paths of the same call around the crossover (fused_max_tokens), for tuning it.
-  if (n >= 64 && n <= 1024 && dtype == "f32") {
+  // Every path of the same call from n = 64 up: the fused/multi-kernel crossover
+  // (fused_max_tokens), and warp top-k against cub::DeviceSegmentedSort at prefill sizes.
+  if (n >= 64 && dtype == "f32") {
     for (const auto& [label, path] : {std::pair{"fused", mr::cuda::route_path::fused},
-                                      std::pair{"multi_kernel", mr::cuda::route_path::multi_kernel}}) {
+                                      std::pair{"multi_kernel", mr::cuda::route_path::multi_kernel},
+                                      std::pair{"segmented_sort", mr::cuda::route_path::segmented_sort}}) {
+      if (n > 1024 && path == mr::cuda::route_path::fused) continue;
       benchmark::RegisterBenchmark(("cuda/path/" + std::string(label) + "/oea" + shape).c_str(),
                                    [path](benchmark::State& s) { route_preset<Score>(s, "oea", path); })
           ->Args({n, experts, k})->UseRealTime();

@@ -83,6 +83,7 @@ struct device_problem {
   device_array<mr::plan_summary> summary{1};
   device_array<unsigned char> buffer;
   mr::cuda::workspace ws;
+  unsigned char* sort_buffer = nullptr;
 
   explicit device_problem(const test::problem& problem)
       : p(problem), f32(problem.f32), f16(problem.f16), bf16(problem.bf16), bias(problem.ref.bias),
@@ -92,7 +93,14 @@ struct device_problem {
         weights(static_cast<std::size_t>(problem.ref.n) * problem.top_k),
         buffer(mr::cuda::workspace_bytes({problem.ref.n, problem.ref.E, problem.top_k})),
         ws(buffer.get(), mr::cuda::workspace_bytes({problem.ref.n, problem.ref.E, problem.top_k}),
-           {problem.ref.n, problem.ref.E, problem.top_k}) {}
+           {problem.ref.n, problem.ref.E, problem.top_k}) {
+    std::size_t sort_bytes = 0;
+    const mr::status sized = mr::cuda::segmented_sort_bytes({problem.ref.n, problem.ref.E, problem.top_k}, sort_bytes);
+    REQUIRE_MESSAGE(sized.ok(), mr::to_string(sized));
+    require_cuda(cudaMalloc(&sort_buffer, sort_bytes), "cudaMalloc");
+    ws.set_sort_buffer(sort_buffer, sort_bytes);
+  }
+  ~device_problem() { cudaFree(sort_buffer); }
 
   template <class T>
   mr::routing_batch<T> batch() const {
@@ -176,9 +184,10 @@ void compare_backends(unsigned seed, int cases, const test::problem_options& opt
     const mr::routing_plan gpu = route_on_gpu(p, policy, pad);
     const mr::routing_plan cpu = test::route_problem(p, policy, pad);
     check_same_plan(gpu, cpu);
-    // The other kernel path gives the same plan (the crossover changes speed only).
+    // The other kernel paths give the same plan (the path changes speed only).
     const auto other = p.ref.n <= mr::cuda::fused_max_tokens ? mr::cuda::route_path::multi_kernel : mr::cuda::route_path::fused;
     check_same_plan(route_on_gpu(p, policy, pad, other), cpu);
+    check_same_plan(route_on_gpu(p, policy, pad, mr::cuda::route_path::segmented_sort), cpu);
     if (pad.kind == mr::padding_kind::sentinel) {
       test::check_against_naive(gpu, naive::route(p.ref, test::to_naive(policy), p.top_k), text);
     }
@@ -208,7 +217,9 @@ TEST_CASE("CUDA plans at n = 16384, E = 256 equal the CPU backend's") {
     p.top_k = 8;
     INFO(text);
     const mr::runtime_policy policy = mr::parse_policy_or_throw(text);
-    check_same_plan(route_on_gpu(p, policy), test::route_problem(p, policy));
+    const mr::routing_plan cpu = test::route_problem(p, policy);
+    check_same_plan(route_on_gpu(p, policy), cpu);
+    check_same_plan(route_on_gpu(p, policy, {}, mr::cuda::route_path::segmented_sort), cpu);
   }
 }
 

@@ -7,15 +7,21 @@
 /// no host synchronisation, so it can be captured in a CUDA graph. Every pointer in the
 /// batch and the plan (including `plan.summary`) is device memory.
 ///
-/// Two paths, chosen by n: up to `fused_max_tokens` the whole call is one kernel on one
-/// block (decode); above it, four kernels (scoring and assignment spread over the GPU,
-/// set stages and summary on one block) after one memset. docs/cuda.md explains the choice.
+/// Paths, chosen by n: up to `fused_max_tokens` the whole call is one kernel on one block
+/// (decode); above it, four kernels (scoring and assignment spread over the GPU, set stages
+/// and summary on one block) after one memset. `route_path::segmented_sort` takes each
+/// row's top-k from cub::DeviceSegmentedSort instead (it needs a sort buffer, see
+/// `segmented_sort_bytes`). docs/cuda.md explains the choice.
 ///
 /// The segments and placement arrays are checked on the device (the host cannot read
 /// them without synchronising); a bad one leaves every row empty and is reported by
 /// `input_status(ws, stream)`, which synchronises.
 
 #include <cuda_runtime.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <cub/device/device_segmented_sort.cuh>
 
 #include <cstdint>
 #include <type_traits>
@@ -37,9 +43,33 @@ inline constexpr int fused_max_tokens = 256;
 
 /// Which kernels route a call. `automatic` picks by n (`fused_max_tokens`); the others
 /// exist to measure the crossover and give the same plan.
-enum class route_path : std::uint8_t { automatic, fused, multi_kernel };
+enum class route_path : std::uint8_t {
+  automatic,
+  fused,           ///< one single-block kernel
+  multi_kernel,    ///< scoring and assignment over the whole GPU, warp top-k per row
+  segmented_sort,  ///< as multi_kernel, with each row's top-k from cub::DeviceSegmentedSort
+};
 
 namespace detail {
+
+/// Segment i of the key array starts at i * E.
+struct row_start {
+  int experts;
+  __host__ __device__ std::int64_t operator()(std::int64_t row) const { return row * experts; }
+};
+using row_offsets = thrust::transform_iterator<row_start, thrust::counting_iterator<std::int64_t>>;
+
+inline row_offsets row_offsets_at(int experts, std::int64_t first_row) {
+  return thrust::make_transform_iterator(thrust::make_counting_iterator(first_row), row_start{experts});
+}
+
+/// Sorts every row's E keys descending (the rows are the segments).
+inline cudaError_t sort_rows(void* scratch, std::size_t& scratch_bytes, const rank_key* in, rank_key* out, int n, int experts,
+                             cudaStream_t stream) {
+  return cub::DeviceSegmentedSort::SortKeysDescending(scratch, scratch_bytes, in, out,
+                                                      static_cast<std::int64_t>(n) * experts, n,
+                                                      row_offsets_at(experts, 0), row_offsets_at(experts, 1), stream);
+}
 
 /// The stage program the kernels run: the policy in its runtime form, with decode-only
 /// policies replaced by vanilla top-k in prefill (as the CPU backend does).
@@ -77,6 +107,17 @@ status check_call(const routing_batch<Element>& batch, const plan_view& plan, co
 
 }  // namespace detail
 
+/// Bytes of the buffer `workspace::set_sort_buffer` needs for the segmented-sort path: two
+/// n x E key arrays and CUB's scratch. CUB sizes its scratch for the current device, so
+/// this fails (a device_error status) where no GPU is usable.
+inline status segmented_sort_bytes(const workspace_shape& shape, std::size_t& bytes) {
+  std::size_t scratch = 0;
+  const int n = shape.max_tokens > 0 ? shape.max_tokens : 1;
+  MOE_ROUTING_CUDA_TRY(detail::sort_rows(nullptr, scratch, nullptr, nullptr, n, shape.experts, nullptr));
+  bytes = 2 * sort_key_bytes(shape) + scratch;
+  return {};
+}
+
 /// Routes one batch on `stream`. Returns a failed status, before any launch, for bad
 /// shapes or parameters, and a `device_error` status naming the call when a launch fails.
 template <routing_policy Policy, score_element Element>
@@ -95,10 +136,23 @@ template <routing_policy Policy, score_element Element>
     return cuda_status(cudaGetLastError(), "fused_route_kernel launch");
   }
   const device_workspace& arrays = ws.arrays();
+  const sort_arrays& sort = ws.sort();
+  if (path == route_path::segmented_sort && sort.keys_in == nullptr) {
+    return fail(errc::workspace_too_small, "workspace sort buffer bytes", static_cast<double>(ws.sort_bytes()),
+                "must be at least segmented_sort_bytes(shape) for route_path::segmented_sort");
+  }
   MOE_ROUTING_CUDA_TRY(cudaMemsetAsync(arrays.zeroed_begin, 0, arrays.zeroed_bytes, stream));
   const int token_blocks = (n + detail::token_block_threads / detail::warp_lanes - 1) /
                            (detail::token_block_threads / detail::warp_lanes);
-  detail::score_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
+  if (path == route_path::segmented_sort) {
+    detail::row_keys_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call, sort.keys_in);
+    MOE_ROUTING_CUDA_TRY(cudaGetLastError());
+    std::size_t scratch_bytes = sort.scratch_bytes;
+    MOE_ROUTING_CUDA_TRY(detail::sort_rows(sort.scratch, scratch_bytes, sort.keys_in, sort.keys_out, n, batch.experts(), stream));
+    detail::top_from_sorted_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call, sort.keys_out);
+  } else {
+    detail::score_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
+  }
   MOE_ROUTING_CUDA_TRY(cudaGetLastError());
   detail::select_kernel<Element><<<1, detail::block_threads, 0, stream>>>(call);
   MOE_ROUTING_CUDA_TRY(cudaGetLastError());

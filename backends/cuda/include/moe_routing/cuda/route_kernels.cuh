@@ -32,26 +32,15 @@ struct route_call {
 inline constexpr int block_threads = 1024;
 inline constexpr int token_block_threads = 256;
 
-/// Scoring pass of one token (SPEC sections 1-2): topk_i with p and sparse gates, the
-/// row statistics, and the token's share of the column masses and votes.
+/// Writes a token's topk_i (ids in rank order, their p and input values) with its sparse
+/// gates, and adds its share of the sparse column mass and votes. Every lane calls it.
 template <score_element Element>
-__device__ void score_token(const route_call<Element>& c, int token, lane_row& row) {
+__device__ void record_top_k(const route_call<Element>& c, int token, const std::int32_t* ids, const float* top_p,
+                             const float* top_x) {
   const int lane = lane_id();
   const int k = c.plan.top_k;
   const device_workspace& ws = c.ws;
-  if (lane == 0) ws.depth[token] = 0;
-  if (!c.batch.is_valid(token)) return;
-  const bool denominator_free = c.needs.top_k_only && c.batch.mode == scoring::softmax;
-  const row_stats stats = score_row_on_warp(c.batch, token, denominator_free, row);
-  std::int32_t ids[max_top_k];
-  float top_p[max_top_k], top_x[max_top_k], gates[max_top_k];
-  rank_key below = ~rank_key{0};
-  for (int j = 0; j < k; ++j) {
-    below = next_key_below(row, below, [](int) { return true; });
-    ids[j] = expert_of(below);
-    top_p[j] = owner_value(row.p, row.count, ids[j]);
-    top_x[j] = owner_value(row.x, row.count, ids[j]);
-  }
+  float gates[max_top_k];
   // The CPU's gates: softmax rows use exp(x_j - x_top1), so the denominator cancels exactly.
   if (c.batch.mode == scoring::softmax && isfinite(top_x[0])) {
     row_stats unit;
@@ -64,7 +53,6 @@ __device__ void score_token(const route_call<Element>& c, int token, lane_row& r
     sparse_gates(top_p, k, gates);
   }
   if (lane == 0) {
-    ws.stats[token] = stats;
     for (int j = 0; j < k; ++j) {
       ws.top_ids[token * k + j] = ids[j];
       ws.top_p[token * k + j] = top_p[j];
@@ -77,12 +65,40 @@ __device__ void score_token(const route_call<Element>& c, int token, lane_row& r
               static_cast<unsigned long long>(to_fixed_mass(gates[j])));  // integers: any order
     atomicAdd(ws.votes + ids[j], 1);
   }
-  if (c.needs.dense_mass) {
+}
+
+/// Scores a valid token's row into `row`, stores its statistics, and adds its dense mass
+/// when the policy reads it. Every lane calls it.
+template <score_element Element>
+__device__ void score_valid_row(const route_call<Element>& c, int token, lane_row& row) {
+  const bool denominator_free = c.needs.top_k_only && c.batch.mode == scoring::softmax;
+  const row_stats stats = score_row_on_warp(c.batch, token, denominator_free, row);
+  if (lane_id() == 0) c.ws.stats[token] = stats;
+  if (c.needs.column_mass && c.needs.dense_mass) {
     for (int i = 0; i < row.count; ++i) {
-      atomicAdd(reinterpret_cast<unsigned long long*>(ws.dense_mass + lane + i * warp_lanes),
+      atomicAdd(reinterpret_cast<unsigned long long*>(c.ws.dense_mass + lane_id() + i * warp_lanes),
                 static_cast<unsigned long long>(to_fixed_mass(row.p[i])));
     }
   }
+}
+
+/// Scoring pass of one token (SPEC sections 1-2): topk_i with p and sparse gates by warp
+/// selection, the row statistics, and the token's share of the column masses and votes.
+template <score_element Element>
+__device__ void score_token(const route_call<Element>& c, int token, lane_row& row) {
+  if (lane_id() == 0) c.ws.depth[token] = 0;
+  if (!c.batch.is_valid(token)) return;
+  score_valid_row(c, token, row);
+  std::int32_t ids[max_top_k];
+  float top_p[max_top_k], top_x[max_top_k];
+  rank_key below = ~rank_key{0};
+  for (int j = 0; j < c.plan.top_k; ++j) {
+    below = next_key_below(row, below, [](int) { return true; });
+    ids[j] = expert_of(below);
+    top_p[j] = owner_value(row.p, row.count, ids[j]);
+    top_x[j] = owner_value(row.x, row.count, ids[j]);
+  }
+  record_top_k(c, token, ids, top_p, top_x);
 }
 
 /// The key of rank `rank - 1` among the row's keys (they are distinct): the largest v
@@ -295,6 +311,37 @@ __global__ void __launch_bounds__(token_block_threads) score_kernel(const route_
   lane_row row;
   const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
   if (token < c.batch.tokens()) score_token(c, token, row);
+}
+
+/// Segmented-sort path, step 1a: one warp per token scores its row and writes all E rank
+/// keys (a segment of `keys`) for `cub::DeviceSegmentedSort`.
+template <score_element Element>
+__global__ void __launch_bounds__(token_block_threads) row_keys_kernel(const route_call<Element> c, rank_key* keys) {
+  lane_row row;
+  const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
+  if (token >= c.batch.tokens()) return;
+  if (lane_id() == 0) c.ws.depth[token] = 0;
+  if (!c.batch.is_valid(token)) return;  // its segment is sorted but never read
+  score_valid_row(c, token, row);
+  rank_key* out = keys + static_cast<std::size_t>(token) * c.batch.experts();
+  for (int i = 0; i < row.count; ++i) out[lane_id() + i * warp_lanes] = row.keys[i];
+}
+
+/// Step 1b (after the sort): topk_i is the first k keys of each sorted segment.
+template <score_element Element>
+__global__ void __launch_bounds__(token_block_threads) top_from_sorted_kernel(const route_call<Element> c, const rank_key* sorted) {
+  const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
+  if (token >= c.batch.tokens() || !c.batch.is_valid(token)) return;
+  const rank_key* first = sorted + static_cast<std::size_t>(token) * c.batch.experts();
+  const Element* input = c.batch.scores.row(token);
+  std::int32_t ids[max_top_k];
+  float top_p[max_top_k], top_x[max_top_k];
+  for (int j = 0; j < c.plan.top_k; ++j) {
+    ids[j] = expert_of(first[j]);
+    top_x[j] = to_float(input[ids[j]]);
+    top_p[j] = probability_of(c.batch.mode, top_x[j], c.ws.stats[token]);  // the p the warp path keeps
+  }
+  record_top_k(c, token, ids, top_p, top_x);
 }
 
 /// Step 2: the set stages on one block; S goes to the workspace.

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "moe_routing/core/config.hpp"
+#include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
 #include "moe_routing/core/workspace_shape.hpp"
 
@@ -92,6 +93,21 @@ constexpr std::size_t workspace_bytes(const workspace_shape& shape) noexcept {
   return detail::workspace_layout(shape).total;
 }
 
+/// The segmented-sort path's arrays: every row's E rank keys before and after the sort,
+/// and CUB's scratch.
+struct sort_arrays {
+  rank_key* keys_in = nullptr;
+  rank_key* keys_out = nullptr;
+  void* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
+};
+
+/// Bytes of one n x E key array of the segmented-sort path, 256-byte aligned.
+constexpr std::size_t sort_key_bytes(const workspace_shape& shape) noexcept {
+  const auto n = static_cast<std::size_t>(shape.max_tokens > 0 ? shape.max_tokens : 1);
+  return (n * static_cast<std::size_t>(shape.experts) * sizeof(rank_key) + 255) / 256 * 256;
+}
+
 /// A view of a caller-owned device buffer as the arrays of `device_workspace`. Holds
 /// no memory of its own; the buffer must outlive it and be at least
 /// `workspace_bytes(shape)` long (checked by `route`).
@@ -120,8 +136,23 @@ class workspace {
     arrays_.zeroed_bytes = layout.total - layout.zeroed;
   }
 
+  /// Gives the segmented-sort path (`route_path::segmented_sort`) its own buffer of
+  /// `segmented_sort_bytes(shape)` bytes; the other paths never need it.
+  void set_sort_buffer(void* buffer, std::size_t bytes) noexcept {
+    auto* base = static_cast<unsigned char*>(buffer);
+    const std::size_t keys = sort_key_bytes(shape_);
+    sort_bytes_ = bytes;
+    if (buffer == nullptr || bytes < 2 * keys) {
+      sort_ = {};
+      return;
+    }
+    sort_ = {reinterpret_cast<rank_key*>(base), reinterpret_cast<rank_key*>(base + keys), base + 2 * keys, bytes - 2 * keys};
+  }
+
   const workspace_shape& shape() const noexcept { return shape_; }
   std::size_t bytes() const noexcept { return bytes_; }
+  const sort_arrays& sort() const noexcept { return sort_; }
+  std::size_t sort_bytes() const noexcept { return sort_bytes_; }
   bool has_buffer() const noexcept { return buffer_ != nullptr; }
   const device_workspace& arrays() const noexcept { return arrays_; }
 
@@ -130,6 +161,8 @@ class workspace {
   std::size_t bytes_ = 0;
   unsigned char* buffer_ = nullptr;
   device_workspace arrays_{};
+  sort_arrays sort_{};
+  std::size_t sort_bytes_ = 0;
 };
 
 }  // namespace moe_routing::cuda
