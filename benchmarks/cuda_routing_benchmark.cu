@@ -178,13 +178,13 @@ void softmax_topk(benchmark::State& state) {
 
 template <class Score>
 void register_shape(const std::string& dtype, int n, int experts, int k) {
-  const std::string shape = "/" + dtype + "/n:" + std::to_string(n) + "/E:" + std::to_string(experts) + "/k:" + std::to_string(k);
+  const std::string shape = "/" + dtype;  // ArgNames add /n:N/E:E/k:K
   benchmark::RegisterBenchmark(("cuda/baseline/softmax_topk" + shape).c_str(), softmax_topk<Score>)
-      ->Args({n, experts, k})->UseRealTime();
+      ->Args({n, experts, k})->ArgNames({"n", "E", "k"})->UseRealTime();
   for (const char* name : {"topk", "oea", "xshare", "xshare_spec", "lynx_lat", "lynx_acc", "skip"}) {
     benchmark::RegisterBenchmark(("cuda/route/" + std::string(name) + shape).c_str(),
                                  [name](benchmark::State& s) { route_preset<Score>(s, name, mr::cuda::route_path::automatic); })
-        ->Args({n, experts, k})->UseRealTime();
+        ->Args({n, experts, k})->ArgNames({"n", "E", "k"})->UseRealTime();
   }
   // Every path of the same call from n = 64 up: the fused/multi-kernel crossover
   // (fused_max_tokens), and warp top-k against cub::DeviceSegmentedSort at prefill sizes.
@@ -195,7 +195,7 @@ void register_shape(const std::string& dtype, int n, int experts, int k) {
       if (n > 1024 && path == mr::cuda::route_path::fused) continue;
       benchmark::RegisterBenchmark(("cuda/path/" + std::string(label) + "/oea" + shape).c_str(),
                                    [path](benchmark::State& s) { route_preset<Score>(s, "oea", path); })
-          ->Args({n, experts, k})->UseRealTime();
+          ->Args({n, experts, k})->ArgNames({"n", "E", "k"})->UseRealTime();
     }
   }
 }

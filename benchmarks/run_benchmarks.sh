@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the benchmark suites with --benchmark_out JSON and turns the JSON into the Markdown
 # tables and SVG plots of docs/benchmarks/ (benchmarks/*_report.py).
-#   bash benchmarks/run_benchmarks.sh [--smoke] [--build DIR] [--out DIR] [--suites "routing executor layer"]
-# Full mode: 3 repetitions, medians; the routing grid (2,520 benchmarks) takes about 20 min, the executor 2 min,
-# the layer suite (120) 5 min on a 2-core machine. --smoke: a tiny grid, one iteration each, written
+#   bash benchmarks/run_benchmarks.sh [--smoke] [--build DIR] [--out DIR] [--suites "routing executor layer cuda_routing"]
+# Full mode: medians of 3 repetitions (5 for routing); the routing grid (2,520 benchmarks) takes about 12 min, the
+# executor 2 min, the layer suite (120) 5 min on a 2-core machine. cuda_routing (not in the default list) needs a
+# GPU: without one the binary says it skipped and no report is written. --smoke: a tiny grid, one iteration each, written
 # to build/benchmark-smoke (CI runs it so the suites and reports keep working; it asserts
 # nothing about time).
 set -euo pipefail
@@ -31,22 +32,28 @@ machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(fr
 compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | xargs -r -I{} sh -c '{} --version | head -1'), $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 
-run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME
-  local suite=$1 filter=$2 smoke_filter=$3 min_time=$4 options=()
+run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS]; false when the suite skipped (no GPU)
+  local suite=$1 filter=$2 smoke_filter=$3 min_time=$4 repetitions=${5:-3} options=()
   if ((smoke)); then
     options=(--benchmark_filter="$smoke_filter" --benchmark_min_time=0.001)
   else
-    options=(--benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
+    options=(--benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_repetitions="$repetitions" --benchmark_report_aggregates_only=true)
   fi
   echo "== $suite: ${options[*]}"
-  "$build/benchmarks/moe_routing_${suite}_benchmark" "${options[@]}" --benchmark_out="$out/$suite.json" --benchmark_out_format=json >/dev/null
+  rm -f "$out/$suite.json"
+  local said
+  said=$("$build/benchmarks/moe_routing_${suite}_benchmark" "${options[@]}" --benchmark_out="$out/$suite.json" --benchmark_out_format=json)
+  if grep -q "skipped" <<<"$said" && [ ! -s "$out/$suite.json" ]; then
+    echo "$said"
+    return 1
+  fi
   grep -q '"run_name"' "$out/$suite.json" || { echo "run_benchmarks.sh: $suite ran no benchmark" >&2; exit 1; }
 }
 
 for suite in $suites; do
   case $suite in
     routing)
-      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.02
+      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.05 5
       python3 "$root/benchmarks/routing_report.py" "$out/routing.json" "$out" "$machine" "$compiler" "$commit" ;;
     executor)
       run executor . "bandwidth/read|executor/qwen3/n:1/|executor/active:(8|32|56)/" 1.0
@@ -54,6 +61,10 @@ for suite in $suites; do
     layer)
       run layer . "layer/(qwen3-30b-a3b|deepseek-r1)/(n:1|spec:4x4)/(vanilla|oea|xshare_spec)/" 0.5
       python3 "$root/benchmarks/layer_report.py" "$out/layer.json" "$out" "$machine" "$compiler" "$commit" ;;
+    cuda_routing)
+      if run cuda_routing . "/f32/n:(1|16)/E:128/k:8/" 0.2; then
+        python3 "$root/benchmarks/cuda_routing_report.py" "$out/cuda_routing.json" "$out" "$machine" "$compiler" "$commit"
+      fi ;;
     *) echo "run_benchmarks.sh: unknown suite $suite" >&2; exit 2 ;;
   esac
 done

@@ -123,7 +123,7 @@ def medians(path):
 
 
 def header(machine, compiler, commit, context, rows):
-    repeated = any(b.get("aggregate_name") for b in rows.values())
+    repetitions = max((int(b.get("repetitions", 0)) for b in rows.values() if b.get("aggregate_name")), default=0)
     return [f"- **Machine**: {machine}", f"- **Compiler**: {compiler}", f"- **Commit**: {commit}",
             f"- **Run**: {context.get('date', '')}, {context.get('num_cpus')} CPUs, "
-            f"{'3 repetitions, medians' if repeated else 'single runs (smoke mode: not figures to quote)'}", ""]
+            f"{f'{repetitions} repetitions, medians' if repetitions else 'single runs (smoke mode: not figures to quote)'}", ""]
