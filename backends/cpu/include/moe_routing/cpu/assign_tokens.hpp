@@ -34,23 +34,28 @@ int assign_token(const refine& stage, Context& context, int token, int chunk,
   }
   if (count == k || (count > 0 && max_rank <= context.top_k())) return count;
 
-  // Ranks beyond the stored top-k matter: rescore the row and select from S directly.
-  context.rank_full_row(token, chunk);
+  // Ranks beyond the stored top-k matter: select from S directly. Without a group limit or
+  // a rank cap, the keys of S's members are all that is needed (O(|S|), not O(E)).
+  const bool whole_row = max_rank < experts || context.batch().groups.enabled();
   rank_key* keys = context.scratch_keys(chunk);
   rank_key threshold = 0;
-  if (max_rank < experts) {
-    // The key of rank max_rank - 1; keys at or above it rank below max_rank.
-    rank_key* sorted = context.scratch_sorted_keys(chunk);
-    std::copy(keys, keys + experts, sorted);
-    std::nth_element(sorted, sorted + (max_rank - 1), sorted + experts, std::greater<>{});
-    threshold = sorted[max_rank - 1];
+  if (whole_row) {
+    context.rank_full_row(token, chunk);
+    if (max_rank < experts) {
+      // The key of rank max_rank - 1; keys at or above it rank below max_rank.
+      rank_key* sorted = context.scratch_sorted_keys(chunk);
+      std::copy(keys, keys + experts, sorted);
+      std::nth_element(sorted, sorted + (max_rank - 1), sorted + experts, std::greater<>{});
+      threshold = sorted[max_rank - 1];
+    }
   }
+  const auto key_of = [&](int e) { return whole_row ? keys[e] : context.rank_key_of(token, e); };
   rank_key chosen[max_top_k];
   int found = 0;
   rank_key best_in_s = 0;
   bool any_in_s = false;
   context.selected.for_each([&](int e) {
-    const rank_key key = keys[e];
+    const rank_key key = key_of(e);
     if (!any_in_s || key > best_in_s) best_in_s = key;
     any_in_s = true;
     if (key >= threshold) insert_ranked(chosen, found, k, key);

@@ -73,6 +73,14 @@ class route_context {
     rank_row(batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups,
              scratch_p(chunk), scratch_keys(chunk), scratch_s(chunk));
   }
+  /// The rank key of one expert of a row without a group limit, exactly as `rank_full_row`
+  /// computes it (the limit needs the whole row).
+  rank_key rank_key_of(int token, int expert) const noexcept {
+    const float x = to_float(batch_.scores.row(token)[expert]);
+    if (batch_.mode == scoring::softmax) return make_rank_key(x, expert);
+    const float p = probability_of(batch_.mode, x, stats(token));
+    return make_rank_key(selection_score(batch_.mode, x, p, batch_.bias, expert), expert);
+  }
   /// p of one expert, recomputed exactly as the scoring pass computed it.
   float probability(int token, int expert) const noexcept {
     return probability_of(batch_.mode, to_float(batch_.scores.row(token)[expert]), stats(token));
