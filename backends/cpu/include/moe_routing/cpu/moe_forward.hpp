@@ -124,20 +124,8 @@ inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
 template <score_element Weight, class ExecutionPolicy = std::execution::sequenced_policy>
 [[nodiscard]] status moe_forward(const float* x, int n, const plan_view& plan, const expert_weights<Weight>& w, float* y,
                                  executor_workspace& ws, ExecutionPolicy&& exec = {}) {
-  MOE_ROUTING_TRY(validate_weights(w));
+  MOE_ROUTING_TRY(check_executor_call(x, n, plan, w, y, ws.shape()));
   const int d = w.hidden, k = plan.top_k;
-  if (plan.tokens != n) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "n", n);
-  if (n > 0 && (x == nullptr || y == nullptr)) return fail(errc::null_pointer, "x/y", 0, "must not be null when", "n", n);
-  if (n > 0 && (plan.ids == nullptr || plan.weights == nullptr || plan.counts == nullptr)) {
-    return fail(errc::null_pointer, "plan.ids/weights/counts", 0, "must not be null when", "n", n);
-  }
-  const executor_shape& shape = ws.shape();
-  if (shape.max_tokens < n || shape.top_k < k || shape.experts < w.experts || shape.hidden != d ||
-      shape.intermediate < w.intermediate || shape.shared_experts < w.shared_experts ||
-      std::max(shape.intermediate, shape.shared_intermediate) < std::max(w.intermediate, w.shared_intermediate)) {
-    return fail(errc::workspace_too_small, "executor_workspace", 0,
-                "was sized for fewer tokens, a smaller k, fewer or narrower experts, or another hidden size d; hidden", "d", d);
-  }
   expert_alignment alignment{ws.offsets.data(), ws.pair_token.data(), ws.pair_slot.data(), ws.pair_of.data(), 0};
   MOE_ROUTING_TRY(align_plan(plan, w.experts, alignment));
 
@@ -155,7 +143,7 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
   const int total_pairs = alignment.pairs + w.shared_experts * valid;
 
   // Gather each pair's input row (expert by expert, so an expert's rows are contiguous).
-  const bool round_activations = std::is_same_v<Weight, bfloat16> && shape.bf16_activations;
+  const bool round_activations = std::is_same_v<Weight, bfloat16> && ws.shape().bf16_activations;
   const int groups = w.experts + w.shared_experts;
   const auto widest_h = static_cast<std::ptrdiff_t>(std::max(w.intermediate, w.shared_intermediate));
   // Groups whose projections run on AMX tiles (whole tiles in both projections) take their

@@ -77,8 +77,8 @@ class route_context {
   /// computes it (the limit needs the whole row).
   rank_key rank_key_of(int token, int expert) const noexcept {
     const float x = to_float(batch_.scores.row(token)[expert]);
-    if (batch_.mode == scoring::softmax) return make_rank_key(x, expert);
-    const float p = probability_of(batch_.mode, x, stats(token));
+    // Softmax ranks by the logit itself (selection_score ignores p), so it needs no exp.
+    const float p = batch_.mode == scoring::softmax ? 0.0f : probability_of(batch_.mode, x, stats(token));
     return make_rank_key(selection_score(batch_.mode, x, p, batch_.bias, expert), expert);
   }
   /// p of one expert, recomputed exactly as the scoring pass computed it.

@@ -232,25 +232,10 @@ status project(cublasHandle_t handle, const Weight* w, int rows_out, int k, cons
 template <score_element Weight>
 [[nodiscard]] status moe_forward(const float* x, int n, const plan_view& plan, const expert_weights<Weight>& w, float* y,
                                  executor_workspace<Weight>& ws, cudaStream_t stream = nullptr) {
-  MOE_ROUTING_TRY(validate_weights(w));
-  const executor_shape& shape = ws.shape();
-  if (plan.tokens != n) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "n", n);
-  if (n > 0 && (x == nullptr || y == nullptr)) return fail(errc::null_pointer, "x/y", 0, "must not be null when", "n", n);
-  if (n > 0 && (plan.ids == nullptr || plan.weights == nullptr || plan.counts == nullptr)) {
-    return fail(errc::null_pointer, "plan.ids/weights/counts", 0, "must not be null when", "n", n);
-  }
-  if (n > shape.max_tokens) return fail(errc::workspace_too_small, "workspace.max_tokens", shape.max_tokens, "must be at least", "n", n);
-  if (plan.top_k > shape.top_k) {
-    return fail(errc::workspace_too_small, "workspace.top_k", shape.top_k, "must be at least", "plan.top_k", plan.top_k);
-  }
+  MOE_ROUTING_TRY(check_executor_call(x, n, plan, w, y, ws.shape()));
   if (w.shared_experts > detail::max_rows_per_token - max_top_k) {
     return fail(errc::invalid_parameter, "weights.shared_experts", w.shared_experts, "must be at most",
                 "max_rows_per_token - max_top_k", detail::max_rows_per_token - max_top_k);
-  }
-  if (w.experts > shape.experts || w.hidden != shape.hidden || w.intermediate != shape.intermediate ||
-      w.shared_experts > shape.shared_experts) {
-    return fail(errc::shape_mismatch, "weights.experts/hidden/intermediate", w.experts,
-                "must fit the executor workspace's shape", "workspace.experts", shape.experts);
   }
   if (n == 0) return {};
   const int d = w.hidden, h = w.intermediate, experts = w.experts;
