@@ -9,6 +9,8 @@
 // End-to-end layer time per policy is benchmarks/layer_benchmark.cpp.
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <execution>
 #include <numeric>
 #include <random>
@@ -32,26 +34,52 @@ const bench::weight_pool& pool() {
   return p;
 }
 
-void bandwidth_read(benchmark::State& state) {
-  static std::vector<double> buffer(std::size_t{1} << 28, 1.0);  // 2 GiB
-  const std::size_t chunks = 64, per_chunk = buffer.size() / chunks;
-  std::vector<std::size_t> index(chunks);
-  std::iota(index.begin(), index.end(), 0);
-  std::vector<double> partial(chunks);
-  for (auto _ : state) {
-    std::for_each(std::execution::par, index.begin(), index.end(), [&](std::size_t c) {
-      const double* p = buffer.data() + c * per_chunk;
+/// A 2 GiB buffer (far beyond the last-level cache) read by every core with a STREAM-like
+/// sum; `read` walks it from where the last read stopped, so each read finds cold memory.
+class read_reference {
+ public:
+  static read_reference& instance() {
+    static read_reference r;
+    return r;
+  }
+  std::size_t bytes() const { return buffer_.size() * sizeof(double); }
+
+  /// Reads `bytes` (rounded to whole chunks of 64 doubles per core's share) and returns the seconds it took.
+  double read(double bytes) {
+    const std::size_t doubles = std::min(buffer_.size(), static_cast<std::size_t>(bytes) / sizeof(double) / 512 * 512);
+    const std::size_t per_chunk = doubles / chunks_;
+    if (next_ + doubles > buffer_.size()) next_ = 0;
+    const double* base = buffer_.data() + next_;
+    next_ += doubles;
+    const auto start = std::chrono::steady_clock::now();
+    std::for_each(std::execution::par, index_.begin(), index_.end(), [&](std::size_t c) {
+      const double* p = base + c * per_chunk;
       double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
       for (std::size_t i = 0; i < per_chunk; i += 8) {
         s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3], s4 += p[i + 4], s5 += p[i + 5], s6 += p[i + 6], s7 += p[i + 7];
       }
-      partial[c] = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+      partial_[c] = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
     });
-    benchmark::DoNotOptimize(partial.data());
+    benchmark::DoNotOptimize(partial_.data());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  const double bytes = static_cast<double>(buffer.size() * sizeof(double));
-  state.counters["bytes_per_second"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["working_set_MiB"] = bytes / (1 << 20);
+
+ private:
+  static constexpr std::size_t chunks_ = 64;
+  read_reference() : buffer_(std::size_t{1} << 28, 1.0), index_(chunks_), partial_(chunks_) {
+    std::iota(index_.begin(), index_.end(), std::size_t{0});
+  }
+  std::vector<double> buffer_;
+  std::vector<std::size_t> index_;
+  std::vector<double> partial_;
+  std::size_t next_ = 0;
+};
+
+void bandwidth_read(benchmark::State& state) {
+  read_reference& reference = read_reference::instance();
+  for (auto _ : state) reference.read(static_cast<double>(reference.bytes()));
+  state.counters["bytes_per_second"] = benchmark::Counter(static_cast<double>(reference.bytes()), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["working_set_MiB"] = static_cast<double>(reference.bytes()) / (1 << 20);
 }
 
 /// Vanilla plans for 64 consecutive steps of a Qwen3-shaped synthetic trace (48.8 active
@@ -97,15 +125,17 @@ std::vector<mr::routing_plan> plans_with_active(int active) {
   return plans;
 }
 
-void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans) {
-  bench::run_layers(state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& { return plans[call % plans.size()]; });
+void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans, bool paired = false) {
+  std::function<double(double)> paired_read;
+  if (paired) paired_read = [](double bytes) { return read_reference::instance().read(bytes); };
+  bench::run_layers(state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& { return plans[call % plans.size()]; }, paired_read);
 }
 
 const bool registered = [] {
   benchmark::RegisterBenchmark("bandwidth/read", bandwidth_read)->UseRealTime()->Unit(benchmark::kMillisecond);
   for (const int n : {1, 4, 16, 64}) {
     benchmark::RegisterBenchmark(("executor/qwen3/n:" + std::to_string(n)).c_str(),
-                                 [n](benchmark::State& s) { run_plans(s, n, trace_plans(n)); })
+                                 [n](benchmark::State& s) { run_plans(s, n, trace_plans(n), /*paired=*/true); })
         ->UseRealTime()->Unit(benchmark::kMillisecond);
   }
   for (int active = 8; active <= 128; active += 12) {

@@ -5,6 +5,7 @@
 // previous iteration (the pool is far larger than the last-level cache).
 
 #include <algorithm>
+#include <chrono>
 #include <execution>
 #include <functional>
 #include <numeric>
@@ -62,23 +63,38 @@ class weight_pool {
 /// Runs one MoE layer per iteration on layer `call % layers`, with the plan `plan_for(call)`
 /// returns (which may route first: that time is part of the layer). Counters: mean
 /// |active|, mean assignments, effective weight bandwidth (|active| x bytes per expert / time).
+/// With `paired_read` (which reads that many bytes of cold memory and returns the seconds it
+/// took), each layer is followed, outside the timed region, by a plain read of as many bytes
+/// as its active experts hold; `fraction_of_read` is then the layer's bandwidth over that
+/// read's, both measured within milliseconds of each other. This machine's bandwidth drifts by
+/// 20% and more from one second to the next (other tenants), so a fraction against a reference
+/// measured at another time moves by as much; paired, the drift cancels.
 inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, int experts,
-                       const std::function<mr::routing_plan&(std::size_t call)>& plan_for) {
+                       const std::function<mr::routing_plan&(std::size_t call)>& plan_for,
+                       const std::function<double(double bytes)>& paired_read = {}) {
   std::vector<float> x(static_cast<std::size_t>(n) * hidden, 0.01f), y(x.size());
   mr::cpu::executor_workspace ws({n, top_k, experts, hidden, width});
   std::vector<mr::expert_weights<mr::bfloat16>> views;
   for (int l = 0; l < pool.layers(); ++l) views.push_back(pool.layer(l, experts));
   std::size_t call = 0;
-  double active_total = 0, assignments_total = 0;
+  double active_total = 0, assignments_total = 0, layer_seconds = 0, read_seconds = 0;
   for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     mr::routing_plan& plan = plan_for(call);
     const auto s = mr::cpu::moe_forward(x.data(), n, plan.view(), views[call % views.size()], y.data(), ws, std::execution::par);
     benchmark::DoNotOptimize(s);
     benchmark::DoNotOptimize(y.data());
+    if (paired_read) {
+      state.PauseTiming();
+      layer_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      read_seconds += paired_read(plan.summary().active_count * expert_bytes);
+      state.ResumeTiming();
+    }
     active_total += plan.summary().active_count;
     for (int i = 0; i < n; ++i) assignments_total += plan.count(i);
     ++call;
   }
+  if (paired_read && layer_seconds > 0) state.counters["fraction_of_read"] = read_seconds / layer_seconds;  // equal bytes
   const double calls = static_cast<double>(std::max<std::size_t>(call, 1));
   state.counters["active"] = active_total / calls;
   state.counters["assignments"] = assignments_total / calls;

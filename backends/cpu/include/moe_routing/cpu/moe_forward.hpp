@@ -32,6 +32,7 @@ namespace moe_routing::cpu {
 
 /// Tuning data: output rows per parallel work item.
 inline constexpr int rows_per_item = 32;
+static_assert(rows_per_item == 2 * amx::tile_rows, "an AMX gate/up item is a 16-row block of gate and of up");
 
 using moe_routing::executor_shape;
 
@@ -160,11 +161,7 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
     const auto job = detail::job_of(w, g, ws, valid);
     auto input_of = [&](int p) { return x + static_cast<std::ptrdiff_t>(ws.pair_token[static_cast<std::size_t>(job.first_pair + p)]) * d; };
     if (job.pairs > 0 && on_tiles(job)) {  // zero past the last pair: the tiles multiply the padding too
-      bfloat16* packed = ws.packed_in.data() + static_cast<std::ptrdiff_t>(ws.padded_first[static_cast<std::size_t>(g)]) * d;
-      for (int p = 0; p < amx::padded_tokens(job.pairs); ++p) {
-        const float* in = p < job.pairs ? input_of(p) : nullptr;
-        for (int c = 0; c < d; ++c) packed[amx::packed_index(p, c, d)] = in != nullptr ? to_bfloat16(in[c]) : bfloat16{0};
-      }
+      amx::pack_rows(input_of, job.pairs, d, ws.packed_in.data() + static_cast<std::ptrdiff_t>(ws.padded_first[static_cast<std::size_t>(g)]) * d);
       return;
     }
     for (int p = 0; p < job.pairs; ++p) {
@@ -199,12 +196,13 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
     float* out = ws.gate_up.data() + job.first_pair * widest;
 #if MOE_ROUTING_HAS_AMX
     if constexpr (std::is_same_v<Weight, bfloat16>) {
-      if (on_tiles(job)) {  // blocks never straddle gate and up: h is a multiple of the block
-        const bfloat16* packed = ws.packed_in.data() + static_cast<std::ptrdiff_t>(ws.padded_first[static_cast<std::size_t>(item >> 32)]) * d;
-        const bool gate_rows = job.up == nullptr || begin < job.width;
-        const Weight* matrix = gate_rows ? job.gate : job.up;
-        const int shift = gate_rows ? 0 : job.width;
-        amx::project_rows(matrix, begin - shift, end - shift, d, packed, job.pairs, out + shift, widest);
+      if (on_tiles(job)) {  // block b: gate and up rows [16b, 16b + 16), SwiGLU in the epilogue
+        const auto first = ws.padded_first[static_cast<std::size_t>(item >> 32)];
+        const int row = begin / 2;
+        const Weight* up = job.up != nullptr ? job.up : job.gate + static_cast<std::ptrdiff_t>(job.width) * d;
+        amx::project_gate_up(job.gate + static_cast<std::ptrdiff_t>(row) * d, up + static_cast<std::ptrdiff_t>(row) * d, row, d,
+                             ws.packed_in.data() + static_cast<std::ptrdiff_t>(first) * d, job.pairs, job.width,
+                             ws.packed_act.data() + first * widest_h, [](float g, float u) { return detail::silu(g) * u; });
         return;
       }
     }
@@ -218,23 +216,20 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
       }
     }
   });
-  std::for_each(exec, ws.items.begin(), ws.items.begin() + static_cast<std::ptrdiff_t>(count), [&](std::int64_t item) {
+  const bool vector_groups = std::any_of(ws.group_index.begin(), ws.group_index.begin() + groups, [&](std::int32_t g) {
+    const auto job = detail::job_of(w, g, ws, valid);
+    return job.pairs > 0 && !on_tiles(job);
+  });
+  if (vector_groups) std::for_each(exec, ws.items.begin(), ws.items.begin() + static_cast<std::ptrdiff_t>(count), [&](std::int64_t item) {
     const auto job = detail::job_of(w, static_cast<int>(item >> 32), ws, valid);
     const int begin = static_cast<int>(item & 0xffffffff) * rows_per_item;
-    if (begin >= job.width) return;  // only gate-half blocks apply SwiGLU
+    if (begin >= job.width || on_tiles(job)) return;  // gate-half blocks of the vector kernel's groups
     const int end = std::min(begin + rows_per_item, job.width);
     for (int p = 0; p < job.pairs; ++p) {
       float* row = ws.gate_up.data() + (job.first_pair + p) * widest;
       for (int r = begin; r < end; ++r) row[r] = detail::silu(row[r]) * row[job.width + r];
-      if (round_activations && !on_tiles(job)) {  // tile groups read the packed copy below
+      if (round_activations) {
         for (int r = begin; r < end; ++r) row[r] = to_float(to_bfloat16(row[r]));
-      }
-    }
-    if (on_tiles(job)) {  // the packed copy for the down projection, zero past the last pair
-      bfloat16* packed = ws.packed_act.data() + ws.padded_first[static_cast<std::size_t>(item >> 32)] * widest_h;
-      for (int p = 0; p < amx::padded_tokens(job.pairs); ++p) {
-        const float* row = ws.gate_up.data() + (job.first_pair + p) * widest;
-        for (int r = begin; r < end; ++r) packed[amx::packed_index(p, r, job.width)] = p < job.pairs ? to_bfloat16(row[r]) : bfloat16{0};
       }
     }
   });
