@@ -18,7 +18,7 @@ namespace test {
 
 /// v rounded to the nearest bfloat16 (ties to even), written out here rather than taken from
 /// the library: what the executor's bf16-activation mode must apply to x and to SwiGLU.
-double round_to_bf16(double v) {
+inline double round_to_bf16(double v) {
   const auto bits = std::bit_cast<std::uint32_t>(static_cast<float>(v));
   const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
   return std::bit_cast<float>(rounded);
@@ -104,7 +104,7 @@ std::vector<double> naive_forward(const std::vector<float>& x, const mr::routing
 }
 
 /// max |y - reference| / max |reference|: error relative to the output's scale.
-double relative_error(const std::vector<float>& y, const std::vector<double>& reference) {
+inline double relative_error(const std::vector<float>& y, const std::vector<double>& reference) {
   double diff = 0, scale = 0;
   for (std::size_t i = 0; i < y.size(); ++i) {
     diff = std::max(diff, std::fabs(y[i] - reference[i]));

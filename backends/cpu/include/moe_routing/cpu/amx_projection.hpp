@@ -103,7 +103,10 @@ using block_sums = float[2][tile_rows][tile_tokens];
 inline void configure_tiles() noexcept {
   tile_config config;
   for (int t = 0; t < 5; ++t) config.bytes_per_row[t] = 64, config.rows[t] = 16;
-  _tile_loadconfig(&config);
+  // Not _tile_loadconfig: GCC 12's tells the compiler that LDTILECFG reads 8 bytes, so at -O2
+  // the stores to the other 56 were dropped and the instruction faulted on garbage; an
+  // operand naming the whole struct keeps every byte.
+  __asm__ volatile("ldtilecfg %0" ::"m"(config));
 }
 
 /// Multiplies the 16-row blocks `first` and `second` (null: only `first`) of a row-major

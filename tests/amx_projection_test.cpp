@@ -1,0 +1,125 @@
+// The AMX projection kernels on their own, against sums written here (built with
+// -march=native, so they run wherever the build machine has AMX).
+
+#include <bit>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <moe_routing/cpu/amx_projection.hpp>
+
+#include "naive_executor.hpp"
+
+namespace {
+namespace mr = test::mr;
+namespace amx = mr::cpu::amx;
+
+/// Random bfloat16 values and the doubles they hold.
+struct bf16_values {
+  std::vector<mr::bfloat16> bits;
+  std::vector<double> exact;
+  bf16_values(std::size_t count, std::mt19937& rng) {
+    std::normal_distribution<float> noise(0.0f, 1.0f);
+    for (std::size_t i = 0; i < count; ++i) {
+      bits.push_back(mr::to_bfloat16(noise(rng)));
+      exact.push_back(test::decode_bf16(bits.back().bits));
+    }
+  }
+};
+
+/// Token rows as floats, and the packed copy the kernels take, built by `pack_rows`.
+struct packed_tokens {
+  std::vector<float> rows;
+  std::vector<mr::bfloat16> packed;
+  packed_tokens(int tokens, int columns, std::mt19937& rng) : rows(static_cast<std::size_t>(tokens) * columns) {
+    std::normal_distribution<float> noise(0.0f, 1.0f);
+    for (auto& v : rows) v = noise(rng);
+    packed.assign(static_cast<std::size_t>(amx::padded_tokens(tokens)) * columns, mr::bfloat16{0x7fc0});  // NaN until written
+    amx::pack_rows([&](int p) { return rows.data() + static_cast<std::ptrdiff_t>(p) * columns; }, tokens, columns, packed.data());
+  }
+  double value(int t, int c, int columns) const { return test::round_to_bf16(rows[static_cast<std::size_t>(t) * columns + c]); }
+};
+
+double dot(const bf16_values& w, int row, const packed_tokens& x, int t, int columns) {
+  double sum = 0;
+  for (int c = 0; c < columns; ++c) sum += w.exact[static_cast<std::size_t>(row) * columns + c] * x.value(t, c, columns);
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("pack_rows writes each token's bfloat16 pairs where packed_index says, zero padding") {
+  std::mt19937 rng(11);
+  for (const int tokens : {1, 15, 16, 17, 40}) {
+    const int columns = 64;
+    const packed_tokens x(tokens, columns, rng);
+    for (int t = 0; t < amx::padded_tokens(tokens); ++t) {
+      for (int c = 0; c < columns; ++c) {
+        const double expected = t < tokens ? x.value(t, c, columns) : 0.0;
+        REQUIRE(test::decode_bf16(x.packed[amx::packed_index(t, c, columns)].bits) == expected);
+      }
+    }
+  }
+}
+
+#if MOE_ROUTING_HAS_AMX
+TEST_CASE("the tile configuration the kernels load is the one they wrote") {
+  REQUIRE(amx::available());
+  amx::detail::configure_tiles();
+  amx::detail::tile_config loaded;
+  _tile_storeconfig(&loaded);
+  _tile_release();
+  CHECK(loaded.palette == 1);
+  for (int t = 0; t < 5; ++t) {
+    CHECK(loaded.rows[t] == amx::tile_rows);
+    CHECK(loaded.bytes_per_row[t] == 64);
+  }
+}
+
+TEST_CASE("AMX project_rows and project_gate_up equal dot products in double") {
+  REQUIRE(amx::available());
+  std::mt19937 rng(12);
+  const int rows = 64, columns = 96;  // three column steps: an odd count
+  const bf16_values w(static_cast<std::size_t>(rows) * columns, rng);
+  for (const int tokens : {1, 5, 16, 33}) {
+    CAPTURE(tokens);
+    const packed_tokens x(tokens, columns, rng);
+    // Rows 16..63: one pair of 16-row blocks, then a lone block.
+    std::vector<float> out(static_cast<std::size_t>(tokens) * rows, -1.0f);
+    amx::project_rows(w.bits.data(), 16, 64, columns, x.packed.data(), tokens, out.data(), rows);
+    for (int t = 0; t < tokens; ++t) {
+      for (int r = 0; r < rows; ++r) {
+        const float got = out[static_cast<std::size_t>(t) * rows + r];
+        if (r < 16) {
+          REQUIRE(got == -1.0f);  // outside the requested rows
+        } else {
+          const double expected = dot(w, r, x, t, columns);
+          REQUIRE(std::abs(got - expected) <= 1e-5 * (1.0 + std::abs(expected)));
+        }
+      }
+    }
+    // Gate = rows 16..31, up = rows 48..63, activation g - 2u, written as rows 16..31 of a
+    // packed copy 32 wide.
+    const int width = 32;
+    std::vector<mr::bfloat16> act(static_cast<std::size_t>(amx::padded_tokens(tokens)) * width, mr::bfloat16{0x7fc0});
+    amx::project_gate_up(w.bits.data() + 16 * columns, w.bits.data() + 48 * columns, 16, columns, x.packed.data(), tokens, width,
+                         act.data(), [](float g, float u) { return g - 2.0f * u; });
+    for (int t = 0; t < amx::padded_tokens(tokens); ++t) {
+      for (int r = 16; r < 32; ++r) {
+        const double got = test::decode_bf16(act[amx::packed_index(t, r, width)].bits);
+        if (t >= tokens) {
+          REQUIRE(got == 0.0);
+          continue;
+        }
+        const double expected = dot(w, r, x, t, columns) - 2.0 * dot(w, r + 32, x, t, columns);
+        REQUIRE(std::abs(got - expected) <= std::abs(expected) / 128 + 1e-5);  // one bfloat16 rounding
+      }
+    }
+  }
+}
+#else
+TEST_CASE("AMX projections: not in this build") {
+  MESSAGE("skipped: this build does not target AMX (no -mamx-tile -mamx-bf16)");
+}
+#endif
