@@ -68,7 +68,7 @@ TEST_CASE("the tile configuration the kernels load is the one they wrote") {
   REQUIRE(amx::available());
   amx::detail::configure_tiles();
   amx::detail::tile_config loaded;
-  _tile_storeconfig(&loaded);
+  __asm__ volatile("sttilecfg %0" : "=m"(loaded));  // all 64 bytes (GCC's _tile_storeconfig declares 8)
   _tile_release();
   CHECK(loaded.palette == 1);
   for (int t = 0; t < 5; ++t) {
