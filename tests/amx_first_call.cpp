@@ -19,7 +19,7 @@ int main() {
   const mr::bfloat16 one{0x3f80};
   std::vector<mr::bfloat16> w(32 * 64, one), packed(16 * 64, one);
   std::vector<float> out(16 * 32);
-  mr::cpu::amx::project_rows(w.data(), 0, 32, 64, packed.data(), 1, out.data(), 32);
+  mr::cpu::amx::project_rows(w.data(), 32, 0, 32, 64, packed.data(), 1, out.data(), 32);
   for (int r = 0; r < 32; ++r) {
     if (out[static_cast<std::size_t>(r)] != 64.0f) {  // 64 columns of 1 x 1
       std::printf("row %d: %g, expected 64\n", r, static_cast<double>(out[static_cast<std::size_t>(r)]));

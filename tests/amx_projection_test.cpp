@@ -87,7 +87,7 @@ TEST_CASE("AMX project_rows and project_gate_up equal dot products in double") {
     const packed_tokens x(tokens, columns, rng);
     // Rows 16..63: one pair of 16-row blocks, then a lone block.
     std::vector<float> out(static_cast<std::size_t>(tokens) * rows, -1.0f);
-    amx::project_rows(w.bits.data(), 16, 64, columns, x.packed.data(), tokens, out.data(), rows);
+    amx::project_rows(w.bits.data(), rows, 16, 64, columns, x.packed.data(), tokens, out.data(), rows);
     for (int t = 0; t < tokens; ++t) {
       for (int r = 0; r < rows; ++r) {
         const float got = out[static_cast<std::size_t>(t) * rows + r];
@@ -103,7 +103,7 @@ TEST_CASE("AMX project_rows and project_gate_up equal dot products in double") {
     // packed copy 32 wide.
     const int width = 32;
     std::vector<mr::bfloat16> act(static_cast<std::size_t>(amx::padded_tokens(tokens)) * width, mr::bfloat16{0x7fc0});
-    amx::project_gate_up(w.bits.data() + 16 * columns, w.bits.data() + 48 * columns, 16, columns, x.packed.data(), tokens, width,
+    amx::project_gate_up(w.bits.data(), w.bits.data() + 32 * columns, 16, columns, x.packed.data(), tokens, width,
                          act.data(), [](float g, float u) { return g - 2.0f * u; });
     for (int t = 0; t < amx::padded_tokens(tokens); ++t) {
       for (int r = 16; r < 32; ++r) {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "moe_routing/core/half.hpp"
 
@@ -64,23 +65,27 @@ constexpr std::size_t packed_index(int token, int c, int columns) noexcept {
          static_cast<std::size_t>(c % 2);
 }
 
+/// Two values rounded to bfloat16 side by side, as one 32-bit lane of a packed tile row.
+inline std::uint32_t bf16_pair(float low, float high) noexcept {
+  return static_cast<std::uint32_t>(to_bfloat16(low).bits) | static_cast<std::uint32_t>(to_bfloat16(high).bits) << 16;
+}
+
 /// Writes the packed copy of `tokens` float rows (`row_of(p)`, each `columns` long, an even
 /// count) rounded to bfloat16, zero up to whole tiles: `packed[packed_index(p, c, columns)]`.
-/// Walks each row once in order and stores its (c, c + 1) pairs 64 bytes apart, so no
-/// index is recomputed per element (the executor packs every expert's inputs this way).
+/// Builds each 64-byte tile row (one column pair of 16 tokens) in registers and stores it
+/// whole, so the padding of a group with few tokens costs no more than one store per row.
 template <class RowOf>
 void pack_rows(RowOf&& row_of, int tokens, int columns, bfloat16* packed) noexcept {
   const int pairs = columns / 2;
-  for (int p = 0; p < padded_tokens(tokens); ++p) {
-    auto* out = reinterpret_cast<std::uint32_t*>(packed + packed_index(p, 0, columns));
-    if (p >= tokens) {
-      for (int j = 0; j < pairs; ++j) out[static_cast<std::ptrdiff_t>(j) * tile_tokens] = 0;
-      continue;
-    }
-    const float* in = row_of(p);
+  for (int t0 = 0; t0 < tokens; t0 += tile_tokens) {
+    const int count = std::min(tile_tokens, tokens - t0);
+    const float* rows[tile_tokens] = {};
+    for (int t = 0; t < count; ++t) rows[t] = row_of(t0 + t);
+    bfloat16* group = packed + packed_index(t0, 0, columns);
     for (int j = 0; j < pairs; ++j) {
-      const std::uint32_t low = to_bfloat16(in[2 * j]).bits, high = to_bfloat16(in[2 * j + 1]).bits;
-      out[static_cast<std::ptrdiff_t>(j) * tile_tokens] = low | high << 16;
+      std::uint32_t line[tile_tokens] = {};
+      for (int t = 0; t < count; ++t) line[t] = bf16_pair(rows[t][2 * j], rows[t][2 * j + 1]);
+      std::memcpy(group + static_cast<std::ptrdiff_t>(j) * 2 * tile_tokens, line, sizeof line);
     }
   }
 }
@@ -109,12 +114,29 @@ inline void configure_tiles() noexcept {
   __asm__ volatile("ldtilecfg %0" ::"m"(config));
 }
 
-/// Multiplies the 16-row blocks `first` and `second` (null: only `first`) of a row-major
-/// matrix `columns` wide by every group of 16 packed tokens, handing each group's sums to
-/// `take(sums, first_token, count)`. Needs `configure_tiles()` beforehand.
+/// One or two 16-row weight blocks of a row-major matrix (`second` null: only `first`).
+struct block_pair {
+  const bfloat16* first = nullptr;
+  const bfloat16* second = nullptr;
+};
+
+/// Prefetches column `c`'s line in every row of the blocks: one stream per weight row,
+/// which the hardware alone tracks poorly.
+inline void prefetch_column(block_pair blocks, int c, int columns) noexcept {
+  for (int r = 0; r < tile_rows; ++r) {
+    const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(r) * columns + c;
+    _mm_prefetch(reinterpret_cast<const char*>(blocks.first + at), _MM_HINT_T0);
+    if (blocks.second != nullptr) _mm_prefetch(reinterpret_cast<const char*>(blocks.second + at), _MM_HINT_T0);
+  }
+}
+
+/// Multiplies `blocks` (`columns` wide) by every group of 16 packed tokens, handing each
+/// group's sums to `take(sums, first_token, count)`. Prefetches `prefetch_columns` ahead
+/// and, over the last of them, the first columns of `next` (the blocks this thread most
+/// likely multiplies next; null: none), so memory keeps streaming through the epilogue and
+/// the next call's first steps. Needs `configure_tiles()` beforehand.
 template <class Take>
-inline void multiply_blocks(const bfloat16* first, const bfloat16* second, int columns, const bfloat16* packed, int tokens,
-                            Take&& take) noexcept {
+inline void multiply_blocks(block_pair blocks, block_pair next, int columns, const bfloat16* packed, int tokens, Take&& take) noexcept {
   alignas(64) block_sums sums;
   const std::size_t stride = static_cast<std::size_t>(columns) * sizeof(bfloat16);
   for (int t0 = 0; t0 < tokens; t0 += tile_tokens) {
@@ -122,41 +144,45 @@ inline void multiply_blocks(const bfloat16* first, const bfloat16* second, int c
     _tile_zero(0);
     _tile_zero(1);
     for (int c = 0; c < columns; c += tile_columns) {
-      if (t0 == 0 && c + prefetch_columns < columns) {  // one stream per weight row: help the prefetcher
-        for (int r = 0; r < tile_rows; ++r) {
-          _mm_prefetch(reinterpret_cast<const char*>(first + static_cast<std::ptrdiff_t>(r) * columns + c + prefetch_columns), _MM_HINT_T0);
-          if (second != nullptr) {
-            _mm_prefetch(reinterpret_cast<const char*>(second + static_cast<std::ptrdiff_t>(r) * columns + c + prefetch_columns), _MM_HINT_T0);
-          }
+      if (t0 == 0) {
+        const int ahead = c + prefetch_columns;
+        if (ahead < columns) {
+          prefetch_column(blocks, ahead, columns);
+        } else if (next.first != nullptr) {
+          prefetch_column(next, ahead - columns, columns);
         }
       }
       _tile_loadd(4, group + static_cast<std::ptrdiff_t>(c) * tile_tokens, 64);
-      _tile_loadd(2, first + c, stride);
+      _tile_loadd(2, blocks.first + c, stride);
       _tile_dpbf16ps(0, 2, 4);
-      if (second != nullptr) {
-        _tile_loadd(3, second + c, stride);
+      if (blocks.second != nullptr) {
+        _tile_loadd(3, blocks.second + c, stride);
         _tile_dpbf16ps(1, 3, 4);
       }
     }
     _tile_stored(0, sums[0], 64);
-    if (second != nullptr) _tile_stored(1, sums[1], 64);
+    if (blocks.second != nullptr) _tile_stored(1, sums[1], 64);
     take(sums, t0, std::min(tile_tokens, tokens - t0));
   }
 }
 }  // namespace detail
 
-/// Rows [row_begin, row_end) of `matrix` (`columns` wide, row-major; the count a multiple
-/// of 16, `columns` a multiple of 32) times `tokens` packed token vectors:
+/// Rows [row_begin, row_end) of `matrix` (`rows` x `columns`, row-major; the count a
+/// multiple of 16, `columns` a multiple of 32) times `tokens` packed token vectors:
 /// writes `out[t * out_stride + r]`.
-inline void project_rows(const bfloat16* matrix, int row_begin, int row_end, int columns, const bfloat16* packed,
+inline void project_rows(const bfloat16* matrix, int rows, int row_begin, int row_end, int columns, const bfloat16* packed,
                          int tokens, float* out, std::ptrdiff_t out_stride) noexcept {
   detail::configure_tiles();
-  for (int r0 = row_begin; r0 < row_end; r0 += 2 * tile_rows) {
-    const int blocks = r0 + tile_rows < row_end ? 2 : 1;
+  auto pair_at = [&](int r0, int end) {
     const bfloat16* first = matrix + static_cast<std::ptrdiff_t>(r0) * columns;
-    const bfloat16* second = blocks == 2 ? first + static_cast<std::ptrdiff_t>(tile_rows) * columns : nullptr;
-    detail::multiply_blocks(first, second, columns, packed, tokens, [&](const detail::block_sums& sums, int t0, int count) {
-      for (int block = 0; block < blocks; ++block) {
+    return detail::block_pair{first, r0 + tile_rows < end ? first + static_cast<std::ptrdiff_t>(tile_rows) * columns : nullptr};
+  };
+  for (int r0 = row_begin; r0 < row_end; r0 += 2 * tile_rows) {
+    const detail::block_pair blocks = pair_at(r0, row_end);
+    const int after = r0 + 2 * tile_rows;  // the next pair here, or the rows after row_end
+    const detail::block_pair next = after < rows ? pair_at(after, after < row_end ? row_end : rows) : detail::block_pair{};
+    detail::multiply_blocks(blocks, next, columns, packed, tokens, [&](const detail::block_sums& sums, int t0, int count) {
+      for (int block = 0; block < (blocks.second != nullptr ? 2 : 1); ++block) {
         for (int t = 0; t < count; ++t) {
           float* row = out + static_cast<std::ptrdiff_t>(t0 + t) * out_stride + r0 + block * tile_rows;
           for (int r = 0; r < tile_rows; ++r) row[r] = sums[block][r][t];
@@ -168,19 +194,26 @@ inline void project_rows(const bfloat16* matrix, int row_begin, int row_end, int
 }
 
 /// The gate and up projections of 16 intermediate rows at once, finished in registers:
-/// `gate` and `up` point at row `row` of their matrices (`columns` wide); writes
-/// activation(gate . x, up . x) of rows [row, row + 16) for every token, rounded to
-/// bfloat16, straight into the down projection's packed copy `act` (`width` columns),
-/// zero for the padding tokens. Saves the float gate/up rows and a pass over them.
+/// `gate` and `up` are the `width` x `columns` matrices; writes activation(gate . x, up . x)
+/// of rows [row, row + 16) for every token, rounded to bfloat16, straight into the down
+/// projection's packed copy `act` (`width` columns), zero for the padding tokens. Saves
+/// the float gate/up rows and a pass over them.
 template <class Activation>
 inline void project_gate_up(const bfloat16* gate, const bfloat16* up, int row, int columns, const bfloat16* packed,
                             int tokens, int width, bfloat16* act, Activation&& activation) noexcept {
   detail::configure_tiles();
-  detail::multiply_blocks(gate, up, columns, packed, tokens, [&](const detail::block_sums& sums, int t0, int count) {
-    for (int t = 0; t < tile_tokens; ++t) {
-      for (int r = 0; r < tile_rows; ++r) {
-        act[packed_index(t0 + t, row + r, width)] = t < count ? to_bfloat16(activation(sums[0][r][t], sums[1][r][t])) : bfloat16{0};
+  auto pair_at = [&](int r) {
+    return detail::block_pair{gate + static_cast<std::ptrdiff_t>(r) * columns, up + static_cast<std::ptrdiff_t>(r) * columns};
+  };
+  const detail::block_pair next = row + tile_rows < width ? pair_at(row + tile_rows) : detail::block_pair{};
+  detail::multiply_blocks(pair_at(row), next, columns, packed, tokens, [&](const detail::block_sums& sums, int t0, int count) {
+    bfloat16* group = act + packed_index(t0, row, width);  // rows (row + r, row + r + 1): one tile row each
+    for (int r = 0; r < tile_rows; r += 2) {
+      std::uint32_t line[tile_tokens] = {};
+      for (int t = 0; t < count; ++t) {
+        line[t] = bf16_pair(activation(sums[0][r][t], sums[1][r][t]), activation(sums[0][r + 1][t], sums[1][r + 1][t]));
       }
+      std::memcpy(group + static_cast<std::ptrdiff_t>(r) * tile_tokens, line, sizeof line);
     }
   });
   _tile_release();

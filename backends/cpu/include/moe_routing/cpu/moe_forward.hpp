@@ -200,7 +200,7 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
         const auto first = ws.padded_first[static_cast<std::size_t>(item >> 32)];
         const int row = begin / 2;
         const Weight* up = job.up != nullptr ? job.up : job.gate + static_cast<std::ptrdiff_t>(job.width) * d;
-        amx::project_gate_up(job.gate + static_cast<std::ptrdiff_t>(row) * d, up + static_cast<std::ptrdiff_t>(row) * d, row, d,
+        amx::project_gate_up(job.gate, up, row, d,
                              ws.packed_in.data() + static_cast<std::ptrdiff_t>(first) * d, job.pairs, job.width,
                              ws.packed_act.data() + first * widest_h, [](float g, float u) { return detail::silu(g) * u; });
         return;
@@ -243,7 +243,7 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
     if constexpr (std::is_same_v<Weight, bfloat16>) {
       if (on_tiles(job)) {
         const bfloat16* packed = ws.packed_act.data() + ws.padded_first[static_cast<std::size_t>(item >> 32)] * widest_h;
-        amx::project_rows(job.down, begin, end, job.width, packed, job.pairs,
+        amx::project_rows(job.down, d, begin, end, job.width, packed, job.pairs,
                           ws.expert_out.data() + static_cast<std::ptrdiff_t>(job.first_pair) * d, d);
         return;
       }
