@@ -2,7 +2,7 @@
 # Runs the benchmark suites with --benchmark_out JSON and turns the JSON into the Markdown
 # tables and SVG plots of docs/benchmarks/ (benchmarks/*_report.py).
 #   bash benchmarks/run_benchmarks.sh [--smoke] [--build DIR] [--out DIR] [--suites "routing executor layer cuda_routing"]
-# Full mode: medians of 3 repetitions (5 for routing); the routing grid (2,520 benchmarks) takes about 12 min, the
+# Full mode: medians of 3 repetitions (5 for routing and the executor), interleaved in random order but for routing; the routing grid (2,520 benchmarks) takes about 12 min, the
 # executor 2 min, the layer suite (120) 5 min on a 2-core machine. cuda_routing (not in the default list) needs a
 # GPU: without one the binary says it skipped and no report is written. --smoke: a tiny grid, one iteration each, written
 # to build/benchmark-smoke (CI runs it so the suites and reports keep working; it asserts
@@ -32,12 +32,16 @@ machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(fr
 compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | xargs -r -I{} sh -c '{} --version | head -1'), $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 
-run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS]; false when the suite skipped (no GPU)
-  local suite=$1 filter=$2 smoke_filter=$3 min_time=$4 repetitions=${5:-3} options=()
+run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS [INTERLEAVE]]; false when the suite skipped (no GPU)
+  local suite=$1 filter=$2 smoke_filter=$3 min_time=$4 repetitions=${5:-3} interleave=${6:-true} options=()
   if ((smoke)); then
     options=(--benchmark_filter="$smoke_filter" --benchmark_min_time=0.001)
   else
-    options=(--benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_repetitions="$repetitions" --benchmark_report_aggregates_only=true)
+    # Repetitions interleaved in random order (all but the routing grid, whose warm-up must run
+    # first): a slow spell of the machine spreads over every benchmark's repetitions instead of
+    # landing on whichever ran during it.
+    options=(--benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_repetitions="$repetitions"
+             --benchmark_enable_random_interleaving="$interleave" --benchmark_report_aggregates_only=true)
   fi
   echo "== $suite: ${options[*]}"
   rm -f "$out/$suite.json"
@@ -53,10 +57,10 @@ run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS]; false when
 for suite in $suites; do
   case $suite in
     routing)
-      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.05 5
+      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.05 5 false
       python3 "$root/benchmarks/routing_report.py" "$out/routing.json" "$out" "$machine" "$compiler" "$commit" ;;
     executor)
-      run executor . "bandwidth/read|executor/qwen3/n:1/|executor/active:(8|32|56)/" 1.0
+      run executor . "bandwidth/read|executor/qwen3/n:1/|executor/active:(8|32|56)/" 0.5 5
       python3 "$root/benchmarks/executor_report.py" "$out/executor.json" "$out" "$machine" "$compiler" "$commit" ;;
     layer)
       run layer . "layer/(qwen3-30b-a3b|deepseek-r1)/(n:1|spec:4x4)/(vanilla|oea|xshare_spec)/" 0.5
