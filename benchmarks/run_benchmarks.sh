@@ -2,7 +2,7 @@
 # Runs the benchmark suites with --benchmark_out JSON and turns the JSON into the Markdown
 # tables and SVG plots of docs/benchmarks/ (benchmarks/*_report.py).
 #   bash benchmarks/run_benchmarks.sh [--smoke] [--build DIR] [--out DIR] [--suites "routing executor layer cuda_routing"]
-# Full mode: medians of 3 repetitions (5 for routing and the executor), interleaved in random order but for routing; the routing grid (2,520 benchmarks) takes about 12 min, the
+# Full mode: medians of 3 repetitions (5 for routing, the executor and the layer), interleaved in random order but for routing; the routing grid (2,520 benchmarks) takes about 12 min, the
 # executor 2 min, the layer suite (120) 5 min on a 2-core machine. cuda_routing (not in the default list) needs a
 # GPU: without one the binary says it skipped and no report is written. --smoke: a tiny grid, one iteration each, written
 # to build/benchmark-smoke (CI runs it so the suites and reports keep working; it asserts
@@ -63,7 +63,7 @@ for suite in $suites; do
       run executor . "bandwidth/read|executor/qwen3/n:1/|executor/active:(8|32|56)/" 0.5 5
       python3 "$root/benchmarks/executor_report.py" "$out/executor.json" "$out" "$machine" "$compiler" "$commit" ;;
     layer)
-      run layer . "layer/(qwen3-30b-a3b|deepseek-r1)/(n:1|spec:4x4)/(vanilla|oea|xshare_spec)/" 0.5
+      run layer . "layer/(qwen3-30b-a3b|deepseek-r1)/(n:1|spec:4x4)/(vanilla|oea|xshare_spec)/" 0.5 5
       python3 "$root/benchmarks/layer_report.py" "$out/layer.json" "$out" "$machine" "$compiler" "$commit" ;;
     cuda_routing)
       if run cuda_routing . "/f32/n:(1|16)/E:128/k:8/" 0.2; then
