@@ -104,11 +104,10 @@ struct alignas(64) tile_config {
 /// Sums of two 16-row weight blocks for one group of up to 16 tokens: [block][row][token].
 using block_sums = float[2][tile_rows][tile_tokens];
 
-/// Tiles 2-3 the two blocks' weights; 0-1 their sums for one group of 16 tokens, 4 those
-/// tokens; 5-6 and 7 the same for a second group. All 16 x 64 bytes.
+/// Tiles 0-1 sums of the two blocks, 2-3 their weights, 4 the tokens; all 16 x 64 bytes.
 inline void configure_tiles() noexcept {
   tile_config config;
-  for (int t = 0; t < 8; ++t) config.bytes_per_row[t] = 64, config.rows[t] = 16;
+  for (int t = 0; t < 5; ++t) config.bytes_per_row[t] = 64, config.rows[t] = 16;
   // Not _tile_loadconfig: GCC 12's tells the compiler that LDTILECFG reads 8 bytes, so at -O2
   // the stores to the other 56 were dropped and the instruction faulted on garbage; an
   // operand naming the whole struct keeps every byte.
@@ -131,25 +130,19 @@ inline void prefetch_column(block_pair blocks, int c, int columns) noexcept {
   }
 }
 
-/// Multiplies `blocks` (`columns` wide) by every group of 16 packed tokens, two groups per
-/// sweep over the weights (each weight tile feeds both), handing each group's sums to
-/// `take(sums, first_token, count)`. Prefetches `prefetch_columns` ahead and, over the last
-/// of them, the first columns of `next` (the blocks this thread most likely multiplies
-/// next; null: none), so memory keeps streaming through the epilogue and the next call's
-/// first steps. Needs `configure_tiles()` beforehand.
+/// Multiplies `blocks` (`columns` wide) by every group of 16 packed tokens, handing each
+/// group's sums to `take(sums, first_token, count)`. Prefetches `prefetch_columns` ahead
+/// and, over the last of them, the first columns of `next` (the blocks this thread most
+/// likely multiplies next; null: none), so memory keeps streaming through the epilogue and
+/// the next call's first steps. Needs `configure_tiles()` beforehand.
 template <class Take>
 inline void multiply_blocks(block_pair blocks, block_pair next, int columns, const bfloat16* packed, int tokens, Take&& take) noexcept {
   alignas(64) block_sums sums;
   const std::size_t stride = static_cast<std::size_t>(columns) * sizeof(bfloat16);
-  const bool pair = blocks.second != nullptr;
-  for (int t0 = 0; t0 < tokens; t0 += 2 * tile_tokens) {
-    const bool two_groups = t0 + tile_tokens < tokens;
+  for (int t0 = 0; t0 < tokens; t0 += tile_tokens) {
     const bfloat16* group = packed + static_cast<std::ptrdiff_t>(t0) * columns;
-    const bfloat16* group2 = group + static_cast<std::ptrdiff_t>(tile_tokens) * columns;
     _tile_zero(0);
     _tile_zero(1);
-    _tile_zero(5);
-    _tile_zero(6);
     for (int c = 0; c < columns; c += tile_columns) {
       if (t0 == 0) {
         const int ahead = c + prefetch_columns;
@@ -159,28 +152,17 @@ inline void multiply_blocks(block_pair blocks, block_pair next, int columns, con
           prefetch_column(next, ahead - columns, columns);
         }
       }
-      const std::ptrdiff_t token_row = static_cast<std::ptrdiff_t>(c) * tile_tokens;
-      _tile_loadd(4, group + token_row, 64);
+      _tile_loadd(4, group + static_cast<std::ptrdiff_t>(c) * tile_tokens, 64);
       _tile_loadd(2, blocks.first + c, stride);
       _tile_dpbf16ps(0, 2, 4);
-      if (two_groups) {
-        _tile_loadd(7, group2 + token_row, 64);
-        _tile_dpbf16ps(5, 2, 7);
-      }
-      if (pair) {
+      if (blocks.second != nullptr) {
         _tile_loadd(3, blocks.second + c, stride);
         _tile_dpbf16ps(1, 3, 4);
-        if (two_groups) _tile_dpbf16ps(6, 3, 7);
       }
     }
     _tile_stored(0, sums[0], 64);
-    if (pair) _tile_stored(1, sums[1], 64);
+    if (blocks.second != nullptr) _tile_stored(1, sums[1], 64);
     take(sums, t0, std::min(tile_tokens, tokens - t0));
-    if (two_groups) {
-      _tile_stored(5, sums[0], 64);
-      if (pair) _tile_stored(6, sums[1], 64);
-      take(sums, t0 + tile_tokens, std::min(tile_tokens, tokens - t0 - tile_tokens));
-    }
   }
 }
 }  // namespace detail
