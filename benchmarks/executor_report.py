@@ -37,11 +37,10 @@ def main():
               "## Executor at decode batch sizes (Qwen3-30B-A3B shapes, bfloat16 weights)", "",
               "E = 128, d = 2048, h = 768, k = 8; vanilla plans of a `qwen3-30b-a3b` synthetic trace, a fresh step and the "
               "next of three layers each iteration: 3.4 GiB of distinct weights, beyond the last-level cache.", "",
-              "The last column is the figure to quote: each layer is followed (untimed) by a plain read of as many "
-              "bytes as its active experts hold, and the layer's bandwidth is divided by that read's, measured "
-              "milliseconds apart. The column before it divides by the reference above instead, measured at another "
-              "moment; this machine's bandwidth drifts by 20% and more between moments (other tenants), so that "
-              "ratio moves with the drift.", "",
+              "Two fractions: over the reference above, and over a paired read: each layer is followed (untimed) by "
+              "a plain read of as many bytes as its active experts hold, measured milliseconds after the layer. This "
+              "machine's bandwidth drifts by 20% and more between moments (other tenants), which moves the first "
+              "ratio; the paired one cancels the drift. The goal (80%) is met only where both are at or above it.", "",
               "| n | mean active experts | ms per layer | effective weight bandwidth | over the reference | over the paired read |",
               "|---|---|---|---|---|---|"]
     for name, b in sorted(rows.items(), key=lambda item: int(item[0].split(":")[-1]) if item[0].startswith("executor/qwen3/") else 0):
@@ -49,7 +48,7 @@ def main():
             frac = b["weight_bytes_per_second"] / bandwidth
             paired = f"{b['fraction_of_read']:.0%}" if "fraction_of_read" in b else "n/a"
             lines.append(f"| {name.split(':')[-1]} | {b['active']:.1f} | {b['real_time']:.2f} | "
-                         f"{b['weight_bytes_per_second'] / 1e9:.1f} GB/s | {frac:.0%} | **{paired}** |")
+                         f"{b['weight_bytes_per_second'] / 1e9:.1f} GB/s | {frac:.0%} | {paired} |")
     points = sorted((b["active"], b["real_time"]) for name, b in rows.items() if name.startswith("executor/active:"))
     if len(points) >= 2:
         slope, intercept, r2 = fit([p[0] for p in points], [p[1] for p in points])

@@ -13,6 +13,13 @@ import sys
 from svg_chart import bar_chart, header, medians
 
 BATCHES = ["n:1", "n:4", "n:16", "n:64", "spec:4x4"]
+# Interleaved repetitions leave the JSON in random order: tables follow these.
+TRACES = ["qwen3-30b-a3b", "deepseek-r1", "uniform"]
+POLICIES = ["vanilla", "oea", "pruned", "xshare", "xshare_spec", "lynx_lat", "lynx_acc", "skip"]
+
+
+def in_order(names, order):
+    return sorted(names, key=lambda name: (order.index(name) if name in order else len(order), name))
 
 
 def main():
@@ -38,7 +45,8 @@ def main():
                   f"{fit['t_fetch_ms']:.3f} ms and t_token = {fit['t_assignment_ms'] * 1e3:.1f} us from the executor fit of "
                   "the same session ([executor.md](executor.md))."]
     lines.append("")
-    for trace, batches in runs.items():
+    for trace in in_order(runs, TRACES):
+        batches = runs[trace]
         lines += [f"## {trace}", "",
                   "| batch | policy | active | ms per layer | measured ratio | by \\|active\\| | measured vs \\|active\\| | "
                   + ("by T | measured vs T | " if fit else "") + "routing share |",
@@ -50,7 +58,8 @@ def main():
                 continue
             base = policies["vanilla"]
             groups.append(batch)
-            for policy, b in policies.items():
+            for policy in in_order(policies, POLICIES):
+                b = policies[policy]
                 ratio = b["real_time"] / base["real_time"]
                 by_active = b["active"] / base["active"]
                 cells = [batch, policy, f"{b['active']:.1f}", f"{b['real_time']:.2f}", f"{ratio:.2f}", f"{by_active:.2f}",
