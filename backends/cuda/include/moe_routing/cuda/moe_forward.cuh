@@ -256,7 +256,7 @@ template <score_element Weight>
   MOE_ROUTING_CUDA_TRY(cudaStreamSynchronize(stream));  // the GEMM sizes, for cuBLAS
   if (out_of_range > 0) {
     return fail(errc::invalid_input, "plan.ids/counts", out_of_range,
-                "assignments have an expert id outside [0, weights.experts) or a row count outside [0, top_k)",
+                "assignments have an expert id outside [0, weights.experts) or a row count outside [0, top_k]",
                 "weights.experts", experts);
   }
   const int routed_rows = ws.host_offsets()[static_cast<std::size_t>(experts)];
