@@ -24,6 +24,15 @@ MOE_ROUTING_HOST_DEVICE constexpr std::uint32_t score_order(float score) noexcep
   return (bits & 0x7fffffffu) > 0x7f800000u ? 0u : order;
 }
 
+/// `score_order` without its NaN and -0 branches, so a loop of it vectorises: equal to it
+/// except for NaN (any value) and -0 (one below +0's order, a value no score maps to).
+/// Used only to skip scores that cannot enter a top-k: `skip_order(x) <= t` implies
+/// `score_order(x) <= t` for every order t that a score has.
+MOE_ROUTING_HOST_DEVICE constexpr std::uint32_t skip_order(float score) noexcept {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(score);
+  return bits ^ (static_cast<std::uint32_t>(static_cast<std::int32_t>(bits) >> 31) | 0x80000000u);
+}
+
 MOE_ROUTING_HOST_DEVICE constexpr rank_key make_rank_key(float score, int expert) noexcept {
   return (static_cast<rank_key>(score_order(score)) << 32) |
          (0xffffffffu - static_cast<std::uint32_t>(expert));
@@ -43,6 +52,8 @@ static_assert(score_order(-0.0f) == score_order(0.0f));
 static_assert(score_order(-__builtin_huge_valf()) > score_order(__builtin_nanf("")));
 static_assert(score_order(__builtin_nanf("")) == 0 && score_order(-__builtin_nanf("")) == 0);
 static_assert(score_order(-1e-45f) < score_order(0.0f) && score_order(1e-45f) > score_order(0.0f));
+static_assert(skip_order(1.5f) == score_order(1.5f) && skip_order(-2.0f) == score_order(-2.0f));
+static_assert(skip_order(-0.0f) + 1 == score_order(0.0f));
 static_assert(make_rank_key(1.0f, 3) > make_rank_key(1.0f, 4));
 static_assert(expert_of(make_rank_key(2.0f, 1023)) == 1023);
 

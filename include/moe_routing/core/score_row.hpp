@@ -191,64 +191,48 @@ MOE_ROUTING_HOST_DEVICE inline void insert_ranked(rank_key* top, int& filled, in
   top[position] = key;
 }
 
-/// Tuning data: lanes of the threshold pass of `scan_top` (one vector of 32-bit orders).
-inline constexpr int threshold_lanes = 16;
+/// Tuning data: experts whose best is compared with the current k-th key before any of
+/// them is inserted (one vector's worth of floats).
+inline constexpr int top_k_scan_block = 16;
 
-/// The selection both top-k entry points share: writes the `count` largest of the keys
-/// `key_of(e)`, e < experts, to `top_keys` in descending order; `order_of(e)` is the key's
-/// upper 32 bits (its score order). Inserting every key into the sorted top-k costs a
-/// mispredicted branch each time a key enters, about k (1 + ln(E / k)) times a row on
-/// random scores. So a first, branch-free pass (the compiler vectorises it) takes the
-/// largest order of each of 16 lanes (experts e mod 16): 16 different experts, so the
-/// count-th largest of them is at most the count-th largest order of the row, and the
-/// second pass inserts only the experts at or above it (typically 1 to 2 x count). Rows
-/// with E < 32 or count > 16 insert every key.
-template <class OrderOf, class KeyOf>
-MOE_ROUTING_HOST_DEVICE void scan_top(int experts, int count, rank_key* top_keys, OrderOf order_of, KeyOf key_of) noexcept {
-  std::uint32_t threshold = 0;
-  if (count <= threshold_lanes && experts >= 2 * threshold_lanes) {
-    std::uint32_t lane_max[threshold_lanes] = {};
-    int e = 0;
-    for (; e + threshold_lanes <= experts; e += threshold_lanes) {
-      for (int l = 0; l < threshold_lanes; ++l) {
-        const std::uint32_t order = order_of(e + l);
-        lane_max[l] = order > lane_max[l] ? order : lane_max[l];
+/// The scan both top-k selections share: inserts expert e's `key_of(e)` in blocks of
+/// `top_k_scan_block`, and once `count` keys are held skips a block whose largest
+/// `bound_of(e)` (an upper bound of the key, cheap to vectorise) does not beat the k-th key.
+template <class KeyOf, class BoundOf>
+MOE_ROUTING_HOST_DEVICE void scan_top(int experts, int count, rank_key* top_keys, KeyOf key_of,
+                                      BoundOf bound_of) noexcept {
+  int filled = 0, e = 0;
+  for (; e + top_k_scan_block <= experts; e += top_k_scan_block) {
+    if (filled == count) {
+      rank_key best = 0;
+      for (int l = 0; l < top_k_scan_block; ++l) {
+        const rank_key bound = bound_of(e + l);
+        best = bound > best ? bound : best;
       }
+      if (best <= top_keys[count - 1]) continue;
     }
-    for (; e < experts; ++e) {
-      std::uint32_t& lane = lane_max[e % threshold_lanes];
-      lane = order_of(e) > lane ? order_of(e) : lane;
-    }
-    threshold = ~0u;  // the smallest lane maximum with fewer than `count` lane maxima above it
-    for (int l = 0; l < threshold_lanes; ++l) {
-      int above = 0;
-      for (int m = 0; m < threshold_lanes; ++m) above += lane_max[m] > lane_max[l] ? 1 : 0;
-      threshold = above < count && lane_max[l] < threshold ? lane_max[l] : threshold;
-    }
+    for (int l = 0; l < top_k_scan_block; ++l) insert_ranked(top_keys, filled, count, key_of(e + l));
   }
-  int filled = 0;
-  for (int e = 0; e < experts; ++e) {
-    if (order_of(e) >= threshold) insert_ranked(top_keys, filled, count, key_of(e));
-  }
+  for (; e < experts; ++e) insert_ranked(top_keys, filled, count, key_of(e));
 }
 
 /// Writes the `count` best keys of a scored row to `top_keys` in rank order.
 /// O(E + inserts * count).
 MOE_ROUTING_HOST_DEVICE inline void select_top(const rank_key* keys, int experts, int count,
                                                rank_key* top_keys) noexcept {
-  scan_top(
-      experts, count, top_keys, [keys](int e) { return static_cast<std::uint32_t>(keys[e] >> 32); },
-      [keys](int e) { return keys[e]; });
+  const auto key = [keys](int e) { return keys[e]; };
+  scan_top(experts, count, top_keys, key, key);
 }
 
 /// `select_top` of a row ranked by its raw values (a softmax row's logits), without
-/// writing every key.
+/// writing every key. A block is skipped by `skip_order` (branch-free) with every index
+/// bit set: no key of the block can exceed that bound.
 template <score_element Element>
 MOE_ROUTING_HOST_DEVICE void select_top_of_values(const Element* row, int experts, int count,
                                                   rank_key* top_keys) noexcept {
   scan_top(
-      experts, count, top_keys, [row](int e) { return score_order(to_float(row[e])); },
-      [row](int e) { return make_rank_key(to_float(row[e]), e); });
+      experts, count, top_keys, [row](int e) { return make_rank_key(to_float(row[e]), e); },
+      [row](int e) { return static_cast<rank_key>(skip_order(to_float(row[e]))) << 32 | 0xffffffffu; });
 }
 
 }  // namespace moe_routing
