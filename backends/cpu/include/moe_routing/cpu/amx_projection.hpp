@@ -51,10 +51,6 @@ inline bool available() noexcept {
 #endif
 }
 
-/// Whether a projection with `rows` output rows per work item and `columns` inputs fits
-/// whole tiles (anything else takes the vector kernel).
-constexpr bool fits(int columns, int rows) noexcept { return columns % tile_columns == 0 && rows % tile_rows == 0; }
-
 /// Tokens rounded up to whole tiles: the packed copy's padding is zero.
 constexpr int padded_tokens(int tokens) noexcept { return (tokens + tile_tokens - 1) / tile_tokens * tile_tokens; }
 

@@ -187,7 +187,8 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
   };
   const auto widest = static_cast<std::ptrdiff_t>(2 * std::max(w.intermediate, w.shared_intermediate));
 
-  // 1. gate and up projections, then SwiGLU over the gate half.
+  // 1. gate and up projections, then SwiGLU over the gate half (tile groups apply SwiGLU in
+  //    the projection's epilogue and write the down projection's packed copy themselves).
   std::size_t count = plan_items([&](int g) { return 2 * detail::job_of(w, g, ws, valid).width; });
   std::for_each(exec, ws.items.begin(), ws.items.begin() + static_cast<std::ptrdiff_t>(count), [&](std::int64_t item) {
     const auto job = detail::job_of(w, static_cast<int>(item >> 32), ws, valid);
@@ -220,19 +221,21 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
     const auto job = detail::job_of(w, g, ws, valid);
     return job.pairs > 0 && !on_tiles(job);
   });
-  if (vector_groups) std::for_each(exec, ws.items.begin(), ws.items.begin() + static_cast<std::ptrdiff_t>(count), [&](std::int64_t item) {
-    const auto job = detail::job_of(w, static_cast<int>(item >> 32), ws, valid);
-    const int begin = static_cast<int>(item & 0xffffffff) * rows_per_item;
-    if (begin >= job.width || on_tiles(job)) return;  // gate-half blocks of the vector kernel's groups
-    const int end = std::min(begin + rows_per_item, job.width);
-    for (int p = 0; p < job.pairs; ++p) {
-      float* row = ws.gate_up.data() + (job.first_pair + p) * widest;
-      for (int r = begin; r < end; ++r) row[r] = detail::silu(row[r]) * row[job.width + r];
-      if (round_activations) {
-        for (int r = begin; r < end; ++r) row[r] = to_float(to_bfloat16(row[r]));
+  if (vector_groups) {
+    std::for_each(exec, ws.items.begin(), ws.items.begin() + static_cast<std::ptrdiff_t>(count), [&](std::int64_t item) {
+      const auto job = detail::job_of(w, static_cast<int>(item >> 32), ws, valid);
+      const int begin = static_cast<int>(item & 0xffffffff) * rows_per_item;
+      if (begin >= job.width || on_tiles(job)) return;  // gate-half blocks of the vector kernel's groups
+      const int end = std::min(begin + rows_per_item, job.width);
+      for (int p = 0; p < job.pairs; ++p) {
+        float* row = ws.gate_up.data() + (job.first_pair + p) * widest;
+        for (int r = begin; r < end; ++r) row[r] = detail::silu(row[r]) * row[job.width + r];
+        if (round_activations) {
+          for (int r = begin; r < end; ++r) row[r] = to_float(to_bfloat16(row[r]));
+        }
       }
-    }
-  });
+    });
+  }
 
   // 2. down projection of each pair's activation.
   count = plan_items([&](int) { return d; });
