@@ -44,7 +44,7 @@ class read_reference {
   }
   std::size_t bytes() const { return buffer_.size() * sizeof(double); }
 
-  /// Reads `bytes` (rounded to whole chunks of 64 doubles per core's share) and returns the seconds it took.
+  /// Reads `bytes` (rounded down to a multiple of 4 KiB) in 64 parallel chunks and returns the seconds it took.
   double read(double bytes) {
     const std::size_t doubles = std::min(buffer_.size(), static_cast<std::size_t>(bytes) / sizeof(double) / 512 * 512);
     const std::size_t per_chunk = doubles / chunks_;

@@ -2,9 +2,10 @@
 # Runs the benchmark suites with --benchmark_out JSON and turns the JSON into the Markdown
 # tables and SVG plots of docs/benchmarks/ (benchmarks/*_report.py).
 #   bash benchmarks/run_benchmarks.sh [--smoke] [--build DIR] [--out DIR] [--suites "routing executor layer cuda_routing"]
-# Full mode: medians of 3 repetitions (5 for routing, the executor and the layer), interleaved in random order but for routing; the routing grid (2,520 benchmarks) takes about 12 min, the
-# executor 2 min, the layer suite (120) 5 min on a 2-core machine. cuda_routing (not in the default list) needs a
-# GPU: without one the binary says it skipped and no report is written. --smoke: a tiny grid, one iteration each, written
+# Full mode: medians of 5 repetitions (3 for cuda_routing), interleaved in random order for all but routing.
+# On a 2-core machine the routing grid (2,520 benchmarks) takes 16-23 min, the executor and layer suites
+# about 9 min together. cuda_routing (not in the default list) needs a GPU: without one the binary says it
+# skipped and no report is written. --smoke: a tiny grid, one iteration each, written
 # to build/benchmark-smoke (CI runs it so the suites and reports keep working; it asserts
 # nothing about time).
 set -euo pipefail

@@ -175,8 +175,8 @@ inline void project_rows(const bfloat16* matrix, int rows, int row_begin, int ro
   };
   for (int r0 = row_begin; r0 < row_end; r0 += 2 * tile_rows) {
     const detail::block_pair blocks = pair_at(r0, row_end);
-    const int after = r0 + 2 * tile_rows;  // the next pair here, or the rows after row_end
-    const detail::block_pair next = after < rows ? pair_at(after, after < row_end ? row_end : rows) : detail::block_pair{};
+    const int after = r0 + 2 * tile_rows;  // the matrix's next rows: this call's next pair or the next item's
+    const detail::block_pair next = after < rows ? pair_at(after, rows) : detail::block_pair{};
     detail::multiply_blocks(blocks, next, columns, packed, tokens, [&](const detail::block_sums& sums, int t0, int count) {
       for (int block = 0; block < (blocks.second != nullptr ? 2 : 1); ++block) {
         for (int t = 0; t < count; ++t) {
