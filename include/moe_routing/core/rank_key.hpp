@@ -33,9 +33,13 @@ MOE_ROUTING_HOST_DEVICE constexpr std::uint32_t skip_order(float score) noexcept
   return bits ^ (static_cast<std::uint32_t>(static_cast<std::int32_t>(bits) >> 31) | 0x80000000u);
 }
 
+/// The key of an expert whose score's `score_order` is already known.
+MOE_ROUTING_HOST_DEVICE constexpr rank_key order_rank_key(std::uint32_t order, int expert) noexcept {
+  return (static_cast<rank_key>(order) << 32) | (0xffffffffu - static_cast<std::uint32_t>(expert));
+}
+
 MOE_ROUTING_HOST_DEVICE constexpr rank_key make_rank_key(float score, int expert) noexcept {
-  return (static_cast<rank_key>(score_order(score)) << 32) |
-         (0xffffffffu - static_cast<std::uint32_t>(expert));
+  return order_rank_key(score_order(score), expert);
 }
 
 MOE_ROUTING_HOST_DEVICE constexpr int expert_of(rank_key key) noexcept {

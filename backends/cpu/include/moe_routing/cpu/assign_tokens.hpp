@@ -9,15 +9,62 @@
 
 #include "moe_routing/core/status.hpp"
 #include "moe_routing/cpu/route_context.hpp"
+#include "moe_routing/cpu/value_top_k.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
 #include "moe_routing/policies/refine.hpp"
 
 namespace moe_routing::cpu {
 
+namespace detail {
+
+/// refine's search of S past a token's stored top-k, for any scoring: the best `k` keys of S
+/// among ranks below `max_rank` into `chosen`, else S's best key alone. Returns the count.
+template <class Context>
+int best_in_selected(Context& context, int token, int chunk, bool whole_row, int max_rank, int k,
+                     rank_key* chosen) {
+  const int experts = context.experts();
+  rank_key* keys = context.scratch_keys(chunk);
+  rank_key threshold = 0;
+  if (whole_row) {
+    context.rank_full_row(token, chunk);
+    if (max_rank < experts) {
+      // The key of rank max_rank - 1; keys at or above it rank below max_rank.
+      rank_key* sorted = context.scratch_sorted_keys(chunk);
+      std::copy(keys, keys + experts, sorted);
+      std::nth_element(sorted, sorted + (max_rank - 1), sorted + experts, std::greater<>{});
+      threshold = sorted[max_rank - 1];
+    }
+  }
+  const auto key_of = [&](int e) { return whole_row ? keys[e] : context.rank_key_of(token, e); };
+  int found = 0;
+  rank_key best_in_s = 0;
+  bool any_in_s = false;
+  context.selected.for_each([&](int e) {
+    const rank_key key = key_of(e);
+    if (!any_in_s || key > best_in_s) best_in_s = key;
+    any_in_s = true;
+    if (key >= threshold) insert_ranked(chosen, found, k, key);
+  });
+  if (found == 0 && any_in_s) {
+    chosen[0] = best_in_s;
+    found = 1;
+  }
+  return found;
+}
+
+}  // namespace detail
+
+/// S's members in ascending order, when S is small enough to be read by list (every token
+/// shares S, so the list is made once a call); otherwise `count` is -1.
+struct selected_list {
+  std::int32_t ids[max_listed];
+  int count = -1;
+};
+
 /// A_i for one valid token: the first k experts of its rank order below max_rank that
 /// are in S, else its best expert in S. Writes ids and p; returns the count.
 template <class Context>
-int assign_token(const refine& stage, Context& context, int token, int chunk,
+int assign_token(const refine& stage, Context& context, const selected_list& listed, int token, int chunk,
                  std::int32_t* ids, float* p) {
   const int k = stage.effective_k(context.top_k());
   const int experts = context.experts();
@@ -34,36 +81,39 @@ int assign_token(const refine& stage, Context& context, int token, int chunk,
   }
   if (count == k || (count > 0 && max_rank <= context.top_k())) return count;
 
-  // Ranks beyond the stored top-k matter: select from S directly. Without a group limit or
-  // a rank cap, the keys of S's members are all that is needed (O(|S|), not O(E)).
+  // Ranks beyond the stored top-k matter: select from S directly.
   const bool whole_row = max_rank < experts || context.batch().groups.enabled();
-  rank_key* keys = context.scratch_keys(chunk);
-  rank_key threshold = 0;
-  if (whole_row) {
-    context.rank_full_row(token, chunk);
-    if (max_rank < experts) {
-      // The key of rank max_rank - 1; keys at or above it rank below max_rank.
-      rank_key* sorted = context.scratch_sorted_keys(chunk);
-      std::copy(keys, keys + experts, sorted);
-      std::nth_element(sorted, sorted + (max_rank - 1), sorted + experts, std::greater<>{});
-      threshold = sorted[max_rank - 1];
+  if (!whole_row && context.batch().mode == scoring::softmax) {
+    // ids[0..count) already hold S's members among the stored top-k, and every other expert
+    // ranks below those: A_i goes on with the best k - count members of S outside the top-k,
+    // ranked by the logits themselves (S by list, or S as the lane mask of a vector pass).
+    const auto* row = context.batch().scores.row(token);
+    rank_key more[max_top_k];
+    int found = 0;
+    if (listed.count >= 0) {
+      expert_set top_set;
+      for (const std::int32_t e : top) top_set.insert(e);
+      std::int32_t rest[max_listed];
+      int rest_count = 0;
+      for (int i = 0; i < listed.count; ++i) {  // branch-free: a token's top-k is random in S
+        rest[rest_count] = listed.ids[i];
+        rest_count += top_set.contains(listed.ids[i]) ? 0 : 1;
+      }
+      found = top_of_listed(row, rest, rest_count, k - count, more);
+    } else {
+      expert_set rest = context.selected;
+      for (const std::int32_t e : top) rest.erase(e);
+      found = top_of_values(row, experts, k - count, more, &rest);
     }
+    for (int j = 0; j < found; ++j, ++count) {
+      ids[count] = expert_of(more[j]);
+      p[count] = context.probability(token, ids[count]);
+    }
+    return count;
   }
-  const auto key_of = [&](int e) { return whole_row ? keys[e] : context.rank_key_of(token, e); };
+  // A group limit or a rank cap: the whole row's keys, or S's members' keys one by one.
   rank_key chosen[max_top_k];
-  int found = 0;
-  rank_key best_in_s = 0;
-  bool any_in_s = false;
-  context.selected.for_each([&](int e) {
-    const rank_key key = key_of(e);
-    if (!any_in_s || key > best_in_s) best_in_s = key;
-    any_in_s = true;
-    if (key >= threshold) insert_ranked(chosen, found, k, key);
-  });
-  if (found == 0 && any_in_s) {
-    chosen[0] = best_in_s;
-    found = 1;
-  }
+  const int found = detail::best_in_selected(context, token, chunk, whole_row, max_rank, k, chosen);
   for (int j = 0; j < found; ++j) {
     ids[j] = expert_of(chosen[j]);
     p[j] = context.probability(token, ids[j]);
@@ -76,13 +126,20 @@ template <class Context>
 status assign_tokens(const refine& stage, Context& context, const plan_view& plan) {
   const int n = context.tokens();
   const int width = plan.top_k;
+  selected_list listed;
+  if (context.batch().mode == scoring::softmax && context.selected.size() <= max_listed) {
+    listed.count = 0;
+    context.selected.for_each([&](int e) {
+      if (e < context.experts()) listed.ids[listed.count++] = e;
+    });
+  }
   context.parallel_blocks(n, [&](int token, int chunk) {
     std::int32_t* ids = plan.ids + static_cast<std::size_t>(token) * width;
     float* weights = plan.weights + static_cast<std::size_t>(token) * width;
     int count = 0;
     if (context.is_valid(token)) {
       float p[max_top_k];
-      count = assign_token(stage, context, token, chunk, ids, p);
+      count = assign_token(stage, context, listed, token, chunk, ids, p);
       stage.weigh(p, count, weights);
     }
     plan.counts[token] = count;

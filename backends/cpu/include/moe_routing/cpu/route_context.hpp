@@ -16,6 +16,7 @@
 #include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/score_row.hpp"
+#include "moe_routing/cpu/value_top_k.hpp"
 #include "moe_routing/cpu/workspace.hpp"
 #include "moe_routing/policies/scoring_needs.hpp"
 #include "moe_routing/policies/stage_concepts.hpp"
@@ -217,7 +218,7 @@ class route_context {
   /// not finite. The stats make `probability()` reproduce these p exactly for any expert.
   bool score_top_k_only(int token, rank_key* top_keys, std::int32_t* ids, float* top_p) {
     const auto* row = batch_.scores.row(token);
-    select_top_of_values(row, experts(), top_k_, top_keys);
+    top_of_values(row, experts(), top_k_, top_keys);
     const float top = to_float(row[expert_of(top_keys[0])]);
     if (!std::isfinite(top)) return false;  // NaN or infinite: full row
     row_stats stats;

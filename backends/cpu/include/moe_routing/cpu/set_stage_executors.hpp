@@ -4,7 +4,12 @@
 /// `route_context`; none allocates. Sorting happens over at most E experts.
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "moe_routing/core/stage_executor.hpp"
 #include "moe_routing/cpu/route_context.hpp"
@@ -23,18 +28,68 @@ struct cpu_backend {};
 
 namespace cpu::detail {
 
-/// Writes the experts outside S with positive mass to `order`, by mass descending
-/// (ties to the lower index); returns how many.
-inline int rank_unselected_by_mass(std::span<const std::int64_t> mass, const expert_set& selected,
-                                   std::int32_t* order) {
-  int count = 0;
-  for (int e = 0; e < static_cast<int>(mass.size()); ++e) {
-    if (mass[static_cast<std::size_t>(e)] > 0 && !selected.contains(e)) order[count++] = e;
+/// Bit l set where values[l] > 0, for l < width <= 64.
+inline std::uint64_t positive_bits(const std::int64_t* values, int width) noexcept {
+  std::uint64_t bits = 0;
+#if defined(__AVX512F__)
+  for (int q = 0; q < width; q += 8) {
+    const int left = width - q;
+    const auto lanes = static_cast<__mmask8>(left >= 8 ? 0xffu : (1u << left) - 1u);
+    const __mmask8 positive = _mm512_mask_cmpgt_epi64_mask(lanes, _mm512_maskz_loadu_epi64(lanes, values + q), _mm512_setzero_si512());
+    bits |= static_cast<std::uint64_t>(positive) << q;
   }
-  std::sort(order, order + count, [&](std::int32_t a, std::int32_t b) {
+#else
+  for (int l = 0; l < width; ++l) bits |= static_cast<std::uint64_t>(values[l] > 0) << l;
+#endif
+  return bits;
+}
+
+/// Tuning data: `rank_unselected_by_mass` picks the heaviest one at a time (O(needed x
+/// count)) for at most this many places out of at most `pick_by_maximum_pool` experts.
+inline constexpr int pick_by_maximum_limit = 16;
+inline constexpr int pick_by_maximum_pool = 256;
+
+/// Writes the experts outside S with positive mass to `order`, by mass descending
+/// (ties to the lower index); returns how many. Only the first `needed` are put in order
+/// (a greedy stage that adds a few experts need not sort the rest).
+inline int rank_unselected_by_mass(std::span<const std::int64_t> mass, const expert_set& selected,
+                                   std::int32_t* order, int needed = max_experts) {
+  // Gathered 64 experts at a time, branch-free: in decode most experts have no mass, and a
+  // test per expert mispredicts on the few that do.
+  int count = 0;
+  const int experts = static_cast<int>(mass.size());
+  for (int base = 0; base < experts; base += 64) {
+    const int width = std::min(64, experts - base);
+    const std::uint64_t positive = positive_bits(mass.data() + base, width);
+    for (std::uint64_t bits = positive & ~selected.word(base / 64); bits != 0; bits &= bits - 1) {
+      order[count++] = base + std::countr_zero(bits);
+    }
+  }
+  const auto heavier = [&](std::int32_t a, std::int32_t b) {
     const auto ma = mass[static_cast<std::size_t>(a)], mb = mass[static_cast<std::size_t>(b)];
     return ma != mb ? ma > mb : a < b;
-  });
+  };
+  needed = std::max(needed, 0);  // a stage whose S is already full enough asks for none
+  if (needed < count && needed <= pick_by_maximum_limit && count <= pick_by_maximum_pool) {
+    // A few of a small pool (decode): pick the heaviest `needed` times, each a vectorised
+    // maximum; a comparison sort mispredicts about every other comparison on masses.
+    std::int64_t masses[pick_by_maximum_pool];
+    for (int i = 0; i < count; ++i) masses[i] = mass[static_cast<std::size_t>(order[i])];
+    std::int32_t picked[pick_by_maximum_limit];
+    for (int round = 0; round < needed; ++round) {
+      std::int64_t heaviest = 0;  // every mass here is positive; a picked one becomes 0
+      for (int i = 0; i < count; ++i) heaviest = masses[i] > heaviest ? masses[i] : heaviest;
+      int at = 0;
+      while (masses[at] != heaviest) ++at;  // the lowest index among equals: order is ascending
+      picked[round] = order[at];
+      masses[at] = 0;
+    }
+    std::copy(picked, picked + needed, order);
+  } else if (needed < count) {
+    std::partial_sort(order, order + needed, order + count, heavier);
+  } else {
+    std::sort(order, order + count, heavier);
+  }
   return count;
 }
 
@@ -71,7 +126,10 @@ struct stage_executor<cpu_backend, greedy_mass> {
   static void apply(const greedy_mass& stage, Context& context) {
     const auto mass = context.mass(stage.gate);
     std::int32_t* order = context.storage().order.data();
-    const int available = cpu::detail::rank_unselected_by_mass(mass, context.selected, order);
+    const int needed = stage.add >= 0    ? stage.add
+                       : stage.size >= 0 ? stage.size - context.selected.size()
+                                         : max_experts;
+    const int available = cpu::detail::rank_unselected_by_mass(mass, context.selected, order, needed);
     if (stage.add >= 0) {
       for (int i = 0; i < std::min(stage.add, available); ++i) context.selected.insert(order[i]);
     } else if (stage.size >= 0) {

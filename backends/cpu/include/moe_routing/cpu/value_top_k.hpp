@@ -1,0 +1,275 @@
+#pragma once
+/// \file
+/// Top-k of a row ranked by its raw values (a softmax row's logits), optionally among a
+/// subset of its experts: the CPU's hot loop when scoring a token and when `refine`
+/// looks past a token's stored top-k for experts of S.
+///
+/// Inserting expert by expert into the sorted top-k costs a mispredicted branch whenever
+/// an expert enters it, about k (1 + ln(E / k)) times a row on fresh scores. AVX-512
+/// builds therefore select without data-dependent branches where they can (count <= 16):
+/// 1. the rank orders of 16 experts per register, and the largest order of each of the
+///    16 lanes over the row: 16 different experts, so the count-th largest of those
+///    maxima is a lower bound T of the row's count-th largest order;
+/// 2. the experts at or above T (typically 1 to 2 x count of them) compressed into a
+///    candidate list;
+/// 3. each candidate's rank = how many candidates' keys exceed its own (distinct keys,
+///    so ranks are distinct), and the candidates ranked below count stored at their rank.
+/// A subset of at most `rank_candidates` experts skips step 1: all of it is candidates.
+/// Where more than `rank_candidates` experts reach T (mass ties, a sparse subset), and for
+/// count > 16, the block scan does the work: once k keys are held, one compare per 16
+/// experts against the k-th key's order, inserting only the lanes that beat it (a later
+/// expert beats the k-th key exactly when its order is strictly larger, as equal orders
+/// tie to the lower, earlier index). Other builds insert expert by expert (`scan_top`).
+/// Every path gives the keys of `make_rank_key`, bit for bit.
+
+#include <bit>
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define MOE_ROUTING_VALUE_TOP_K_AVX512 1
+#endif
+
+#include "moe_routing/core/expert_set.hpp"
+#include "moe_routing/core/half.hpp"
+#include "moe_routing/core/rank_key.hpp"
+#include "moe_routing/core/score_row.hpp"
+
+namespace moe_routing::cpu {
+
+#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
+namespace detail {
+
+inline constexpr int value_lanes = 16;
+
+/// The float bits of the selected lanes of 16 scores (others 0; nothing past them is read).
+template <score_element Element>
+inline __m512i load_score_bits(const Element* scores, __mmask16 lanes) noexcept {
+  if constexpr (std::is_same_v<Element, float>) {
+    return _mm512_maskz_loadu_epi32(lanes, scores);
+  } else if constexpr (std::is_same_v<Element, bfloat16>) {
+    return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, scores)), 16);
+  } else {
+    return _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, scores)));
+  }
+}
+
+/// `score_order` of 16 lanes: NaN to 0, -0 onto +0.
+inline __m512i score_orders(__m512i bits) noexcept {
+  const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const __m512i flip = _mm512_or_si512(_mm512_srai_epi32(bits, 31), sign_bit);
+  __m512i order = _mm512_xor_si512(bits, flip);
+  order = _mm512_mask_add_epi32(order, _mm512_cmpeq_epi32_mask(bits, sign_bit), order, _mm512_set1_epi32(1));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_andnot_si512(sign_bit, bits), _mm512_set1_epi32(0x7f800000));
+  return _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nan), order);
+}
+
+}  // namespace detail
+#endif
+
+#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
+namespace detail {
+
+/// Tuning data: the most candidates the branch-free ranking takes (four registers of keys).
+inline constexpr int rank_candidates = 32;
+
+/// The experts of a 16-wide block: those below `experts`, and in `allowed` when given.
+inline __mmask16 block_lanes(int e, int experts, const expert_set* allowed) noexcept {
+  const int left = experts - e;
+  auto lanes = static_cast<__mmask16>(left >= value_lanes ? 0xffffu : (1u << left) - 1u);
+  if (allowed != nullptr) lanes &= static_cast<__mmask16>(allowed->word(e >> 6) >> (e & 63));
+  return lanes;
+}
+
+/// The block scan (see the file comment); any count.
+template <score_element Element>
+int scan_blocks(const Element* row, int experts, int count, rank_key* top_keys, const expert_set* allowed) noexcept {
+  int filled = 0;
+  alignas(64) std::uint32_t lane_orders[value_lanes];
+  for (int e = 0; e < experts; e += value_lanes) {
+    const __mmask16 lanes = block_lanes(e, experts, allowed);
+    if (lanes == 0) continue;
+    const __m512i orders = score_orders(load_score_bits(row + e, lanes));
+    const auto beats_kth = [&] {
+      return _mm512_mask_cmpgt_epu32_mask(lanes, orders, _mm512_set1_epi32(static_cast<int>(top_keys[count - 1] >> 32)));
+    };
+    auto candidates = filled == count ? beats_kth() : lanes;
+    if (candidates == 0) continue;
+    _mm512_store_si512(lane_orders, orders);
+    while (candidates != 0) {
+      const int lane = std::countr_zero(static_cast<unsigned>(candidates));
+      candidates &= static_cast<__mmask16>(candidates - 1);
+      const bool was_full = filled == count;
+      insert_ranked(top_keys, filled, count, order_rank_key(lane_orders[lane], e + lane));
+      // Once full, the block's other lanes are filtered once; later in the block
+      // insert_ranked's own compare is cheaper than a vector compare's latency.
+      if (!was_full && filled == count) candidates &= beats_kth();
+    }
+  }
+  return filled;
+}
+
+/// Steps 1 to 3 of the file comment (count <= 16). Returns -1, having written nothing,
+/// when more than `rank_candidates` experts reach the bound.
+/// Step 1 of the file comment: the lower bound of the count-th largest order.
+template <score_element Element>
+__m512i order_bound(const Element* row, int experts, int count, const expert_set* allowed) noexcept {
+  // Lane maxima; lanes without an expert keep 0, which only lowers the bound.
+  __m512i lane_max = _mm512_setzero_si512();
+  for (int e = 0; e < experts; e += value_lanes) {
+    const __mmask16 lanes = block_lanes(e, experts, allowed);
+    lane_max = _mm512_mask_max_epu32(lane_max, lanes, lane_max, score_orders(load_score_bits(row + e, lanes)));
+  }
+  const __m512i one = _mm512_set1_epi32(1);
+  __m512i above = _mm512_setzero_si512();  // per lane: how many lane maxima exceed it
+  __m512i other = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int shift = 1; shift < value_lanes; ++shift) {
+    other = _mm512_and_si512(_mm512_add_epi32(other, one), _mm512_set1_epi32(value_lanes - 1));
+    const __m512i rotated = _mm512_permutexvar_epi32(other, lane_max);
+    above = _mm512_mask_add_epi32(above, _mm512_cmpgt_epu32_mask(rotated, lane_max), above, one);
+  }
+  const __mmask16 top_lanes = _mm512_cmplt_epu32_mask(above, _mm512_set1_epi32(count));
+  return _mm512_set1_epi32(static_cast<int>(_mm512_mask_reduce_min_epu32(top_lanes, lane_max)));
+}
+
+/// Step 2 of the file comment: the experts at or above `bound` into `orders` and `ids`
+/// (room for `rank_candidates + value_lanes`). Stops early once more than
+/// `rank_candidates` are found; returns how many.
+template <score_element Element>
+int collect_candidates(const Element* row, int experts, const expert_set* allowed, __m512i bound,
+                       std::uint32_t* orders, std::uint32_t* ids) noexcept {
+  const __m512i lane_index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int found = 0;
+  for (int e = 0; e < experts && found <= rank_candidates; e += value_lanes) {
+    const __mmask16 lanes = block_lanes(e, experts, allowed);
+    if (lanes == 0) continue;
+    const __m512i block_orders = score_orders(load_score_bits(row + e, lanes));
+    const __mmask16 reach = _mm512_mask_cmpge_epu32_mask(lanes, block_orders, bound);
+    // Compressed in registers, then stored whole (room is left for it): a compressing
+    // store to memory is microcoded and measured 4x slower.
+    _mm512_storeu_si512(orders + found, _mm512_maskz_compress_epi32(reach, block_orders));
+    _mm512_storeu_si512(ids + found, _mm512_maskz_compress_epi32(reach, _mm512_add_epi32(lane_index, _mm512_set1_epi32(e))));
+    found += std::popcount(static_cast<unsigned>(reach));
+  }
+  return found;
+}
+
+/// Step 3 of the file comment over `Vectors` registers of 8 keys (found <= 8 * Vectors).
+template <int Vectors>
+int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
+                  rank_key* top_keys) noexcept {
+  alignas(64) rank_key keys[8 * Vectors];
+  __m512i key_vectors[Vectors];
+  const __m512i all_ones = _mm512_set1_epi64(0xffffffff);
+  for (int v = 0; v < Vectors; ++v) {  // zero-padded: 0 is below every key
+    const int left = found - 8 * v;
+    const auto present = static_cast<__mmask8>(left >= 8 ? 0xffu : left > 0 ? (1u << left) - 1u : 0u);
+    const __m512i high = _mm512_slli_epi64(_mm512_cvtepu32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(orders + 8 * v))), 32);
+    const __m512i low = _mm512_sub_epi64(all_ones, _mm512_cvtepu32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(ids + 8 * v))));
+    key_vectors[v] = _mm512_maskz_or_epi64(present, high, low);
+    _mm512_store_si512(keys + 8 * v, key_vectors[v]);
+  }
+  rank_key placed[max_top_k + 1];  // the last slot takes the candidates ranked count or later
+  for (int c = 0; c < found; ++c) {
+    const __m512i key = _mm512_set1_epi64(static_cast<long long>(keys[c]));
+    unsigned larger = 0;
+    for (int v = 0; v < Vectors; ++v) {
+      larger |= static_cast<unsigned>(_mm512_cmpgt_epu64_mask(key_vectors[v], key)) << (8 * v);
+    }
+    const int rank = std::popcount(larger);
+    placed[rank < count ? rank : max_top_k] = keys[c];
+  }
+  const int kept = found < count ? found : count;
+  for (int j = 0; j < kept; ++j) top_keys[j] = placed[j];
+  return kept;
+}
+
+/// `place_by_rank` with as few registers as `found` needs (found <= rank_candidates).
+inline int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
+                                 rank_key* top_keys) noexcept {
+  static_assert(rank_candidates == 32);
+  switch ((found + 7) / 8) {
+    case 0:
+    case 1: return place_by_rank<1>(orders, ids, found, count, top_keys);
+    case 2: return place_by_rank<2>(orders, ids, found, count, top_keys);
+    case 3: return place_by_rank<3>(orders, ids, found, count, top_keys);
+    default: return place_by_rank<4>(orders, ids, found, count, top_keys);
+  }
+}
+
+/// Steps 1 to 3 of the file comment (count <= 16). Returns -1, having written nothing,
+/// when more than `rank_candidates` experts reach the bound.
+template <score_element Element>
+int select_by_bound(const Element* row, int experts, int count, rank_key* top_keys, const expert_set* allowed) noexcept {
+  // A subset this small is all candidates: no bound needed.
+  const bool small_subset = allowed != nullptr && allowed->size() <= rank_candidates;
+  const __m512i bound = small_subset ? _mm512_setzero_si512() : order_bound(row, experts, count, allowed);
+  alignas(64) std::uint32_t orders[rank_candidates + value_lanes] = {};
+  alignas(64) std::uint32_t ids[rank_candidates + value_lanes] = {};
+  const int found = collect_candidates(row, experts, allowed, bound, orders, ids);
+  if (found > rank_candidates) return -1;
+  return rank_candidates_found(orders, ids, found, count, top_keys);
+}
+
+}  // namespace detail
+#endif
+
+/// The most experts `top_of_listed` takes.
+inline constexpr int max_listed = 32;
+
+/// `top_of_values` among the `listed` experts (ascending, at most `max_listed`): refine's
+/// search of a small S, whose members every token of the batch shares. Reads only the
+/// listed scores, then ranks them without data-dependent branches on AVX-512 builds.
+template <score_element Element>
+inline int top_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
+                         rank_key* top_keys) noexcept {
+#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
+  static_assert(max_listed == detail::rank_candidates);
+  Element scores[max_listed];
+  alignas(64) std::uint32_t orders[max_listed] = {};
+  alignas(64) std::uint32_t ids[max_listed] = {};
+  for (int j = 0; j < listed_count; ++j) {
+    scores[j] = row[listed[j]];
+    ids[j] = static_cast<std::uint32_t>(listed[j]);
+  }
+  for (int v = 0; v * detail::value_lanes < listed_count; ++v) {
+    const int left = listed_count - v * detail::value_lanes;
+    const auto lanes = static_cast<__mmask16>(left >= detail::value_lanes ? 0xffffu : (1u << left) - 1u);
+    _mm512_store_si512(orders + v * detail::value_lanes,
+                       detail::score_orders(detail::load_score_bits(scores + v * detail::value_lanes, lanes)));
+  }
+  return detail::rank_candidates_found(orders, ids, listed_count, count, top_keys);
+#else
+  int filled = 0;
+  for (int j = 0; j < listed_count; ++j) insert_ranked(top_keys, filled, count, make_rank_key(to_float(row[listed[j]]), listed[j]));
+  return filled;
+#endif
+}
+
+/// Writes the best `count` keys of `row` (ranked by value, `make_rank_key`) among the
+/// experts in `allowed` (every expert when null) to `top_keys`, in rank order. Returns how
+/// many it wrote: `count`, or fewer when fewer experts are allowed.
+template <score_element Element>
+inline int top_of_values(const Element* row, int experts, int count, rank_key* top_keys,
+                         const expert_set* allowed = nullptr) noexcept {
+#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
+  if (count <= detail::value_lanes) {
+    const int kept = detail::select_by_bound(row, experts, count, top_keys, allowed);
+    if (kept >= 0) return kept;
+  }
+  return detail::scan_blocks(row, experts, count, top_keys, allowed);
+#else
+  if (allowed == nullptr) {
+    select_top_of_values(row, experts, count, top_keys);
+    return count;
+  }
+  int filled = 0;
+  allowed->for_each([&](int e) {
+    if (e < experts) insert_ranked(top_keys, filled, count, make_rank_key(to_float(row[e]), e));
+  });
+  return filled;
+#endif
+}
+
+}  // namespace moe_routing::cpu

@@ -1,0 +1,164 @@
+// top_of_values and top_of_listed (the CPU's row top-k by value, optionally within an
+// expert subset)
+// against a plain sort of (value, index) pairs written here. Built twice: the portable
+// suite checks the expert-by-expert path, the native suite the AVX-512 one.
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <moe_routing/cpu/value_top_k.hpp>
+
+#include "test_support.hpp"
+
+namespace {
+namespace mr = moe_routing;
+
+/// SPEC section 2's order, spelled out: larger values first, NaN below every number,
+/// -0 equal to +0, ties to the lower index.
+bool ranks_before(float a, int ia, float b, int ib) {
+  const bool a_nan = std::isnan(a), b_nan = std::isnan(b);
+  if (a_nan != b_nan) return b_nan;
+  if (!a_nan && a != b) return a > b;
+  return ia < ib;
+}
+
+std::vector<int> naive_top(const std::vector<float>& values, int count, const std::vector<bool>& allowed) {
+  std::vector<int> order;
+  for (int e = 0; e < static_cast<int>(values.size()); ++e) {
+    if (allowed[static_cast<std::size_t>(e)]) order.push_back(e);
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return ranks_before(values[static_cast<std::size_t>(a)], a, values[static_cast<std::size_t>(b)], b);
+  });
+  order.resize(std::min<std::size_t>(order.size(), static_cast<std::size_t>(count)));
+  return order;
+}
+
+/// Scores with many ties, signed zeros, infinities, NaN and subnormals.
+float awkward_value(std::mt19937& rng) {
+  switch (std::uniform_int_distribution<int>(0, 9)(rng)) {
+    case 0: return NAN;
+    case 1: return std::uniform_int_distribution<int>(0, 1)(rng) ? INFINITY : -INFINITY;
+    case 2: return std::uniform_int_distribution<int>(0, 1)(rng) ? 0.0f : -0.0f;
+    case 3: return static_cast<float>(std::uniform_int_distribution<int>(-3, 3)(rng));  // ties
+    case 4: return std::ldexp(1.0f, -140) * static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(rng));
+    default: return std::normal_distribution<float>(0.0f, 4.0f)(rng);
+  }
+}
+
+/// Stores `values` as Element (followed by poison that must never be read) and returns
+/// what each stored element decodes to, with the test's own decoders.
+template <class Element>
+std::vector<float> store(const std::vector<float>& values, std::vector<Element>& out) {
+  out.clear();
+  std::vector<float> seen;
+  for (const float v : values) {
+    if constexpr (std::is_same_v<Element, float>) {
+      out.push_back(v);
+      seen.push_back(v);
+    } else if constexpr (std::is_same_v<Element, mr::bfloat16>) {
+      out.push_back(mr::to_bfloat16(v));
+      seen.push_back(test::decode_bf16(out.back().bits));
+    } else {
+      out.push_back(mr::to_float16(v));
+      seen.push_back(test::decode_f16(out.back().bits));
+    }
+  }
+  return seen;
+}
+
+template <class Element>
+void check_random_rows(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int sizes[] = {2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 128, 255, 256, 513, 1024};
+  std::vector<Element> row;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int experts = sizes[std::uniform_int_distribution<int>(0, std::size(sizes) - 1)(rng)];
+    const int count = std::uniform_int_distribution<int>(1, std::min(experts, mr::max_top_k))(rng);
+    const bool awkward = trial % 3 == 0;
+    std::vector<float> values(static_cast<std::size_t>(experts));
+    for (auto& v : values) v = awkward ? awkward_value(rng) : std::normal_distribution<float>(0.0f, 2.0f)(rng);
+    const std::vector<float> seen = store(values, row);
+    // Only the row's own elements may be read: a copy of exactly that size under ASan.
+    const std::vector<Element> exact(row.begin(), row.end());
+
+    const int subset_kind = trial % 4;  // every expert, a random subset, a sparse subset, none
+    mr::expert_set subset;
+    std::vector<bool> allowed(static_cast<std::size_t>(experts), subset_kind == 0);
+    if (subset_kind == 1 || subset_kind == 2) {
+      const double chance = subset_kind == 1 ? 0.5 : 0.03;
+      for (int e = 0; e < experts; ++e) {
+        if (std::bernoulli_distribution(chance)(rng)) {
+          subset.insert(e);
+          allowed[static_cast<std::size_t>(e)] = true;
+        }
+      }
+    }
+    CAPTURE(trial);
+    CAPTURE(experts);
+    CAPTURE(count);
+    CAPTURE(subset_kind);
+    mr::rank_key keys[mr::max_top_k];
+    const int got = mr::cpu::top_of_values(exact.data(), experts, count, keys, subset_kind == 0 ? nullptr : &subset);
+    const std::vector<int> want = naive_top(seen, count, allowed);
+    REQUIRE(got == static_cast<int>(want.size()));
+    for (int j = 0; j < got; ++j) {
+      CAPTURE(j);
+      REQUIRE(mr::expert_of(keys[j]) == want[static_cast<std::size_t>(j)]);
+    }
+    // The same subset by list, where it is small enough.
+    std::vector<std::int32_t> listed;
+    for (int e = 0; e < experts; ++e) {
+      if (allowed[static_cast<std::size_t>(e)]) listed.push_back(e);
+    }
+    if (subset_kind != 0 && static_cast<int>(listed.size()) <= mr::cpu::max_listed) {
+      mr::rank_key listed_keys[mr::max_top_k];
+      const int listed_got = mr::cpu::top_of_listed(exact.data(), listed.data(), static_cast<int>(listed.size()),
+                                                    count, listed_keys);
+      REQUIRE(listed_got == static_cast<int>(want.size()));
+      for (int j = 0; j < listed_got; ++j) {
+        CAPTURE(j);
+        REQUIRE(mr::expert_of(listed_keys[j]) == want[static_cast<std::size_t>(j)]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("value top-k matches a full sort of (value, index), float32") { check_random_rows<float>(11); }
+TEST_CASE("value top-k matches a full sort of (value, index), bfloat16") { check_random_rows<mr::bfloat16>(12); }
+TEST_CASE("value top-k matches a full sort of (value, index), float16") { check_random_rows<mr::float16>(13); }
+
+TEST_CASE("value top-k, worked examples") {
+  mr::rank_key keys[mr::max_top_k];
+  const auto ids = [&](int n) {
+    std::vector<int> out;
+    for (int j = 0; j < n; ++j) out.push_back(mr::expert_of(keys[j]));
+    return out;
+  };
+  // -0 ties +0 (lower index first); NaN last; +inf first.
+  const std::vector<float> a = {0.0f, NAN, -0.0f, INFINITY, -1.0f};
+  REQUIRE(mr::cpu::top_of_values(a.data(), 5, 5, keys) == 5);
+  CHECK(ids(5) == std::vector<int>{3, 0, 2, 4, 1});
+  // 17 experts: the best is the one past the first 16-wide block, and ties to index.
+  std::vector<float> b(17, 1.0f);
+  b[16] = 2.0f;
+  REQUIRE(mr::cpu::top_of_values(b.data(), 17, 3, keys) == 3);
+  CHECK(ids(3) == std::vector<int>{16, 0, 1});
+  // Within {5, 40, 63}: ranks 40 (3.0), 5 (1.0), then 63 (NaN), although 0 and 1 are larger.
+  std::vector<float> c(64, 9.0f);
+  c[5] = 1.0f;
+  c[40] = 3.0f;
+  c[63] = NAN;
+  mr::expert_set s;
+  for (const int e : {5, 40, 63}) s.insert(e);
+  REQUIRE(mr::cpu::top_of_values(c.data(), 64, 8, keys, &s) == 3);
+  CHECK(ids(3) == std::vector<int>{40, 5, 63});
+  // An empty subset finds nothing.
+  const mr::expert_set none;
+  REQUIRE(mr::cpu::top_of_values(c.data(), 64, 2, keys, &none) == 0);
+}
