@@ -138,9 +138,11 @@ void register_shape(const std::string& dtype, int n, int experts, int k) {
 }
 
 const bool registered = [] {
-  // Warm-up first (not reported): the first shapes of a run otherwise pay the CPU's clock
-  // ramp, first-touch page faults and TBB's thread start; n = 1, E = 64 measured up to 1.7x
-  // slower as the first shape than when it ran later in the same binary.
+  // Warm-up (not reported), first when the benchmarks run in order: the first shapes of a run
+  // otherwise pay the CPU's clock ramp, first-touch page faults and TBB's thread start; n = 1,
+  // E = 64 measured up to 1.7x slower as the first shape than when it ran later in the same
+  // binary. run_benchmarks.sh interleaves repetitions in random order, where a slow first
+  // repetition is one of five and the median drops it.
   for (const char* exec : {"seq", "par"}) {
     benchmark::RegisterBenchmark((std::string("warmup/") + exec).c_str(), [exec](benchmark::State& s) {
       if (std::string(exec) == "seq") route_preset<float>(s, "xshare", std::execution::seq);

@@ -2,7 +2,7 @@
 # Runs the benchmark suites with --benchmark_out JSON and turns the JSON into the Markdown
 # tables and SVG plots of docs/benchmarks/ (benchmarks/*_report.py).
 #   bash benchmarks/run_benchmarks.sh [--smoke] [--build DIR] [--out DIR] [--suites "routing executor layer cuda_routing"]
-# Full mode: medians of 5 repetitions (3 for cuda_routing), interleaved in random order for all but routing.
+# Full mode: medians of 5 repetitions (3 for cuda_routing), interleaved in random order.
 # On a 2-core machine the routing grid (2,520 benchmarks) takes 16-23 min, the executor and layer suites
 # about 9 min together. cuda_routing (not in the default list) needs a GPU: without one the binary says it
 # skipped and no report is written. --smoke: a tiny grid, one iteration each, written
@@ -38,9 +38,9 @@ run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS [INTERLEAVE]
   if ((smoke)); then
     options=(--benchmark_filter="$smoke_filter" --benchmark_min_time=0.001)
   else
-    # Repetitions interleaved in random order (all but the routing grid, whose warm-up must run
-    # first): a slow spell of the machine spreads over every benchmark's repetitions instead of
-    # landing on whichever ran during it.
+    # Repetitions interleaved in random order: a slow spell of the machine spreads over every
+    # benchmark's repetitions instead of landing on all of whichever ran during it (run in
+    # order, one routing cell's five back-to-back repetitions once came out 1.4x slow together).
     options=(--benchmark_filter="$filter" --benchmark_min_time="$min_time" --benchmark_repetitions="$repetitions"
              --benchmark_enable_random_interleaving="$interleave" --benchmark_report_aggregates_only=true)
   fi
@@ -58,7 +58,7 @@ run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS [INTERLEAVE]
 for suite in $suites; do
   case $suite in
     routing)
-      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.05 5 false
+      run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.05 5
       python3 "$root/benchmarks/routing_report.py" "$out/routing.json" "$out" "$machine" "$compiler" "$commit" ;;
     executor)
       run executor . "bandwidth/read|executor/qwen3/n:1/|executor/active:(8|32|56)/" 0.5 5

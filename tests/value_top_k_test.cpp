@@ -123,6 +123,21 @@ void check_random_rows(std::uint32_t seed) {
         CAPTURE(j);
         REQUIRE(mr::expert_of(listed_keys[j]) == want[static_cast<std::size_t>(j)]);
       }
+      // Only those ranked after a pivot expert (refine's search past a token's top-k).
+      const int pivot = std::uniform_int_distribution<int>(0, experts - 1)(rng);
+      std::vector<bool> after_pivot(allowed);
+      for (int e = 0; e < experts; ++e) {
+        after_pivot[static_cast<std::size_t>(e)] = after_pivot[static_cast<std::size_t>(e)] &&
+            ranks_before(seen[static_cast<std::size_t>(pivot)], pivot, seen[static_cast<std::size_t>(e)], e);
+      }
+      const std::vector<int> want_after = naive_top(seen, count, after_pivot);
+      const int after_got = mr::cpu::top_of_listed(exact.data(), listed.data(), static_cast<int>(listed.size()), count,
+                                                   listed_keys, mr::make_rank_key(seen[static_cast<std::size_t>(pivot)], pivot));
+      REQUIRE(after_got == static_cast<int>(want_after.size()));
+      for (int j = 0; j < after_got; ++j) {
+        CAPTURE(j);
+        REQUIRE(mr::expert_of(listed_keys[j]) == want_after[static_cast<std::size_t>(j)]);
+      }
     }
   }
 }

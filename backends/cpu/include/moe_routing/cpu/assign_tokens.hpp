@@ -91,15 +91,9 @@ int assign_token(const refine& stage, Context& context, const selected_list& lis
     rank_key more[max_top_k];
     int found = 0;
     if (listed.count >= 0) {
-      expert_set top_set;
-      for (const std::int32_t e : top) top_set.insert(e);
-      std::int32_t rest[max_listed];
-      int rest_count = 0;
-      for (int i = 0; i < listed.count; ++i) {  // branch-free: a token's top-k is random in S
-        rest[rest_count] = listed.ids[i];
-        rest_count += top_set.contains(listed.ids[i]) ? 0 : 1;
-      }
-      found = top_of_listed(row, rest, rest_count, k - count, more);
+      // Outside the top-k = below the key of its last expert.
+      const std::int32_t last = top[static_cast<std::size_t>(context.top_k() - 1)];
+      found = top_of_listed(row, listed.ids, listed.count, k - count, more, make_rank_key(to_float(row[last]), last));
     } else {
       expert_set rest = context.selected;
       for (const std::int32_t e : top) rest.erase(e);

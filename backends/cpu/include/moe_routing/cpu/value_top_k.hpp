@@ -38,6 +38,9 @@
 
 namespace moe_routing::cpu {
 
+/// Above every key (+inf's keys, the largest, have order 0xff800000).
+inline constexpr rank_key no_key_limit = ~rank_key{0};
+
 #if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
 namespace detail {
 
@@ -155,19 +158,25 @@ int collect_candidates(const Element* row, int experts, const expert_set* allowe
   return found;
 }
 
-/// Step 3 of the file comment over `Vectors` registers of 8 keys (found <= 8 * Vectors).
+/// Step 3 of the file comment over `Vectors` registers of 8 keys (found <= 8 * Vectors),
+/// for the candidates whose keys are below `below`.
 template <int Vectors>
 int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
-                  rank_key* top_keys) noexcept {
+                  rank_key below, rank_key* top_keys) noexcept {
   alignas(64) rank_key keys[8 * Vectors];
   __m512i key_vectors[Vectors];
   const __m512i all_ones = _mm512_set1_epi64(0xffffffff);
-  for (int v = 0; v < Vectors; ++v) {  // zero-padded: 0 is below every key
+  const __m512i limit = _mm512_set1_epi64(static_cast<long long>(below));
+  int kept = 0;
+  for (int v = 0; v < Vectors; ++v) {  // zero for the others: 0 is below every key
     const int left = found - 8 * v;
     const auto present = static_cast<__mmask8>(left >= 8 ? 0xffu : left > 0 ? (1u << left) - 1u : 0u);
     const __m512i high = _mm512_slli_epi64(_mm512_cvtepu32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(orders + 8 * v))), 32);
     const __m512i low = _mm512_sub_epi64(all_ones, _mm512_cvtepu32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(ids + 8 * v))));
-    key_vectors[v] = _mm512_maskz_or_epi64(present, high, low);
+    const __m512i key = _mm512_or_epi64(high, low);
+    const __mmask8 wanted = _mm512_mask_cmplt_epu64_mask(present, key, limit);
+    kept += std::popcount(static_cast<unsigned>(wanted));
+    key_vectors[v] = _mm512_maskz_mov_epi64(wanted, key);
     _mm512_store_si512(keys + 8 * v, key_vectors[v]);
   }
   rank_key placed[max_top_k + 1];  // the last slot takes the candidates ranked count or later
@@ -177,24 +186,24 @@ int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int fou
     for (int v = 0; v < Vectors; ++v) {
       larger |= static_cast<unsigned>(_mm512_cmpgt_epu64_mask(key_vectors[v], key)) << (8 * v);
     }
-    const int rank = std::popcount(larger);
+    const int rank = std::popcount(larger);  // the zeroed keys rank after every wanted one
     placed[rank < count ? rank : max_top_k] = keys[c];
   }
-  const int kept = found < count ? found : count;
+  kept = kept < count ? kept : count;
   for (int j = 0; j < kept; ++j) top_keys[j] = placed[j];
   return kept;
 }
 
 /// `place_by_rank` with as few registers as `found` needs (found <= rank_candidates).
 inline int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
-                                 rank_key* top_keys) noexcept {
+                                 rank_key below, rank_key* top_keys) noexcept {
   static_assert(rank_candidates == 32);
   switch ((found + 7) / 8) {
     case 0:
-    case 1: return place_by_rank<1>(orders, ids, found, count, top_keys);
-    case 2: return place_by_rank<2>(orders, ids, found, count, top_keys);
-    case 3: return place_by_rank<3>(orders, ids, found, count, top_keys);
-    default: return place_by_rank<4>(orders, ids, found, count, top_keys);
+    case 1: return place_by_rank<1>(orders, ids, found, count, below, top_keys);
+    case 2: return place_by_rank<2>(orders, ids, found, count, below, top_keys);
+    case 3: return place_by_rank<3>(orders, ids, found, count, below, top_keys);
+    default: return place_by_rank<4>(orders, ids, found, count, below, top_keys);
   }
 }
 
@@ -209,7 +218,7 @@ int select_by_bound(const Element* row, int experts, int count, rank_key* top_ke
   alignas(64) std::uint32_t ids[rank_candidates + value_lanes] = {};
   const int found = collect_candidates(row, experts, allowed, bound, orders, ids);
   if (found > rank_candidates) return -1;
-  return rank_candidates_found(orders, ids, found, count, top_keys);
+  return rank_candidates_found(orders, ids, found, count, no_key_limit, top_keys);
 }
 
 }  // namespace detail
@@ -218,12 +227,13 @@ int select_by_bound(const Element* row, int experts, int count, rank_key* top_ke
 /// The most experts `top_of_listed` takes.
 inline constexpr int max_listed = 32;
 
-/// `top_of_values` among the `listed` experts (ascending, at most `max_listed`): refine's
-/// search of a small S, whose members every token of the batch shares. Reads only the
-/// listed scores, then ranks them without data-dependent branches on AVX-512 builds.
+/// `top_of_values` among the `listed` experts (ascending, at most `max_listed`) whose keys
+/// are below `below`: refine's search of a small S that every token of the batch shares,
+/// past the token's own top-k. Reads only the listed scores, then ranks them without
+/// data-dependent branches on AVX-512 builds.
 template <score_element Element>
 inline int top_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
-                         rank_key* top_keys) noexcept {
+                         rank_key* top_keys, rank_key below = no_key_limit) noexcept {
 #if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
   static_assert(max_listed == detail::rank_candidates);
   Element scores[max_listed];
@@ -239,10 +249,13 @@ inline int top_of_listed(const Element* row, const std::int32_t* listed, int lis
     _mm512_store_si512(orders + v * detail::value_lanes,
                        detail::score_orders(detail::load_score_bits(scores + v * detail::value_lanes, lanes)));
   }
-  return detail::rank_candidates_found(orders, ids, listed_count, count, top_keys);
+  return detail::rank_candidates_found(orders, ids, listed_count, count, below, top_keys);
 #else
   int filled = 0;
-  for (int j = 0; j < listed_count; ++j) insert_ranked(top_keys, filled, count, make_rank_key(to_float(row[listed[j]]), listed[j]));
+  for (int j = 0; j < listed_count; ++j) {
+    const rank_key key = make_rank_key(to_float(row[listed[j]]), listed[j]);
+    if (key < below) insert_ranked(top_keys, filled, count, key);
+  }
   return filled;
 #endif
 }
