@@ -140,9 +140,11 @@ class route_context {
     const bool cheap_softmax = needs.top_k_only && batch_.mode == scoring::softmax && !batch_.groups.enabled();
     const bool sum_columns = needs.column_mass;
     const bool dense_mass = needs.column_mass && needs.dense_mass;
+    // One chunk (decode batches) sums straight into the totals: no reduction pass.
+    const bool single_chunk = chunk_count_ == 1;
     for_each_chunk(chunk_count_, [&, sum_columns, dense_mass](int chunk) {
-      std::int64_t* sparse = ws_.chunk_sparse_mass.data() + chunk_offset(chunk);
-      std::int64_t* dense = ws_.chunk_dense_mass.data() + chunk_offset(chunk);
+      std::int64_t* sparse = single_chunk ? ws_.sparse_mass.data() : ws_.chunk_sparse_mass.data() + chunk_offset(chunk);
+      std::int64_t* dense = single_chunk ? ws_.dense_mass.data() : ws_.chunk_dense_mass.data() + chunk_offset(chunk);
       if (sum_columns) std::fill(sparse, sparse + width, 0);
       if (dense_mass) std::fill(dense, dense + width, 0);
       const int end = std::min(n, (chunk + 1) * tokens_per_chunk);
@@ -174,8 +176,10 @@ class route_context {
       }
     });
     if (!sum_columns) return;
-    reduce_chunks(ws_.chunk_sparse_mass, ws_.sparse_mass);
-    if (dense_mass) reduce_chunks(ws_.chunk_dense_mass, ws_.dense_mass);
+    if (!single_chunk) {
+      reduce_chunks(ws_.chunk_sparse_mass, ws_.sparse_mass);
+      if (dense_mass) reduce_chunks(ws_.chunk_dense_mass, ws_.dense_mass);
+    }
     std::fill(ws_.votes.begin(), ws_.votes.begin() + e_count, 0);
     for (int token = 0; token < n; ++token) {
       if (!is_valid(token)) continue;
