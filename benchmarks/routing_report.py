@@ -45,7 +45,9 @@ def main():
               "`lynx_acc(conf=0.5,budget=24,k)`, `skip(beta=0.3,k)`. \"partial_sort\" is a per-row `std::partial_sort` of",
               "(score, index) pairs plus a softmax over the k winners, what a user would write by hand; its column is",
               "baseline time / library top-k time (**above 1: the library is faster**). Policy columns are time / top-k time.",
-              "Every shape, dtype and policy: [routing_grid.md](routing_grid.md).", "", "## Targets", ""]
+              "Every shape, dtype and policy: [routing_grid.md](routing_grid.md).", "", "## Targets", "",
+              "From this grid's 5 repetitions; the verdict, from 15 repetitions of just these cells, is",
+              "[routing_targets.md](routing_targets.md).", ""]
     decode = [s for s in shapes if s[0] <= 64 and s[1] <= 256 and s[2] == 8]
     for e in execs:
         for d in dtypes:

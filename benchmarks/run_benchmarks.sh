@@ -3,7 +3,7 @@
 # tables and SVG plots of docs/benchmarks/ (benchmarks/*_report.py).
 #   bash benchmarks/run_benchmarks.sh [--smoke] [--build DIR] [--out DIR] [--suites "routing executor layer cuda_routing"]
 # Full mode: medians of 5 repetitions (3 for cuda_routing), interleaved in random order.
-# On a 2-core machine the routing grid (2,520 benchmarks) takes 16-23 min, the executor and layer suites
+# On a 2-core machine the routing grid (2,520 benchmarks) and its target run take 23-30 min, the executor and layer suites
 # about 9 min together. cuda_routing (not in the default list) needs a GPU: without one the binary says it
 # skipped and no report is written. --smoke: a tiny grid, one iteration each, written
 # to build/benchmark-smoke (CI runs it so the suites and reports keep working; it asserts
@@ -33,8 +33,8 @@ machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(fr
 compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | xargs -r -I{} sh -c '{} --version | head -1'), $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 
-run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS [INTERLEAVE]]; false when the suite skipped (no GPU)
-  local suite=$1 filter=$2 smoke_filter=$3 min_time=$4 repetitions=${5:-3} interleave=${6:-true} options=()
+run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS [INTERLEAVE [BINARY]]]; false when the suite skipped (no GPU)
+  local suite=$1 filter=$2 smoke_filter=$3 min_time=$4 repetitions=${5:-3} interleave=${6:-true} binary=${7:-$1} options=()
   if ((smoke)); then
     options=(--benchmark_filter="$smoke_filter" --benchmark_min_time=0.001)
   else
@@ -47,7 +47,7 @@ run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS [INTERLEAVE]
   echo "== $suite: ${options[*]}"
   rm -f "$out/$suite.json"
   local said
-  said=$("$build/benchmarks/moe_routing_${suite}_benchmark" "${options[@]}" --benchmark_out="$out/$suite.json" --benchmark_out_format=json)
+  said=$("$build/benchmarks/moe_routing_${binary}_benchmark" "${options[@]}" --benchmark_out="$out/$suite.json" --benchmark_out_format=json)
   if grep -q "skipped" <<<"$said" && [ ! -s "$out/$suite.json" ]; then
     echo "$said"
     return 1
@@ -59,7 +59,12 @@ for suite in $suites; do
   case $suite in
     routing)
       run routing . "/(topk|oea|xshare)/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$|partial_sort/(f32|bf16)/n:(1|16)/E:(64|128)/k:(2|8)$" 0.05 5
-      python3 "$root/benchmarks/routing_report.py" "$out/routing.json" "$out" "$machine" "$compiler" "$commit" ;;
+      python3 "$root/benchmarks/routing_report.py" "$out/routing.json" "$out" "$machine" "$compiler" "$commit"
+      # The cells the targets name once more, 15 repetitions each (about 7 min): one grid cell's
+      # ratio moves by +-20% between runs here, so the verdict takes more samples.
+      run routing_targets "^(route/(seq|par)/(topk|oea|xshare)|baseline/partial_sort)/(f32|bf16)/n:(1|4|16|64)/E:(64|128|256)/k:8\$" \
+        "^(route/seq/(topk|oea|xshare)|baseline/partial_sort)/f32/n:(1|16)/E:64/k:8\$" 0.1 15 true routing
+      python3 "$root/benchmarks/routing_targets_report.py" "$out/routing_targets.json" "$out" "$machine" "$compiler" "$commit" ;;
     executor)
       run executor . "bandwidth/read|executor/qwen3/n:1/|executor/active:(8|32|56)/" 0.5 5
       python3 "$root/benchmarks/executor_report.py" "$out/executor.json" "$out" "$machine" "$compiler" "$commit" ;;
