@@ -31,6 +31,15 @@
 #define MOE_ROUTING_VALUE_TOP_K_AVX512 1
 #endif
 
+// GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
+// uninitialised once they are inlined here (fixed in GCC 13); silenced for this header only.
+#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#define MOE_ROUTING_VALUE_TOP_K_QUIET 1
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/rank_key.hpp"
@@ -286,3 +295,8 @@ inline int top_of_values(const Element* row, int experts, int count, rank_key* t
 }
 
 }  // namespace moe_routing::cpu
+
+#if defined(MOE_ROUTING_VALUE_TOP_K_QUIET)
+#pragma GCC diagnostic pop
+#undef MOE_ROUTING_VALUE_TOP_K_QUIET
+#endif
