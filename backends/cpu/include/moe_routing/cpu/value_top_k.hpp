@@ -77,12 +77,6 @@ inline __m512i score_orders(__m512i bits) noexcept {
   return _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nan), order);
 }
 
-}  // namespace detail
-#endif
-
-#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
-namespace detail {
-
 /// Tuning data: the most candidates the branch-free ranking takes (four registers of keys).
 inline constexpr int rank_candidates = 32;
 
@@ -122,8 +116,6 @@ int scan_blocks(const Element* row, int experts, int count, rank_key* top_keys, 
   return filled;
 }
 
-/// Steps 1 to 3 of the file comment (count <= 16). Returns -1, having written nothing,
-/// when more than `rank_candidates` experts reach the bound.
 /// Step 1 of the file comment: the lower bound of the count-th largest order.
 template <score_element Element>
 __m512i order_bound(const Element* row, int experts, int count, const expert_set* allowed) noexcept {
