@@ -245,8 +245,7 @@ inline int top_of_listed(const Element* row, const std::int32_t* listed, int lis
     ids[j] = static_cast<std::uint32_t>(listed[j]);
   }
   for (int v = 0; v * detail::value_lanes < listed_count; ++v) {
-    const int left = listed_count - v * detail::value_lanes;
-    const auto lanes = static_cast<__mmask16>(left >= detail::value_lanes ? 0xffffu : (1u << left) - 1u);
+    const __mmask16 lanes = detail::block_lanes(v * detail::value_lanes, listed_count, nullptr);
     _mm512_store_si512(orders + v * detail::value_lanes,
                        detail::score_orders(detail::load_score_bits(scores + v * detail::value_lanes, lanes)));
   }
