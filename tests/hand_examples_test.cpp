@@ -91,6 +91,21 @@ TEST_CASE("greedy_mass(add=1) after prune(k0=1): adds expert 2, the heaviest out
   CHECK_FALSE(plan.summary().selected.contains(5));
 }
 
+TEST_CASE("greedy_mass: equal column masses go to the lower index") {
+  // k = 2. Token 0 top-2 {0, 4}, token 1 top-2 {1, 2}, both with p .6 and .3, so e4 and e2
+  // get the same c (1/3 each). prune(k0=1) makes S {0, 1}; add = 1 takes e2, not e4.
+  const std::vector<float> tied = {
+      0.60f, 0.02f, 0.05f, 0.01f, 0.30f, 0.02f,
+      0.05f, 0.60f, 0.30f, 0.01f, 0.02f, 0.02f,
+  };
+  mr::routing_batch<float> batch{mr::make_score_view(tied.data(), 2, 6)};
+  batch.mode = mr::scoring::probabilities;
+  mr::routing_plan plan;
+  CHECK(assigned(mr::presets::xshare_batch(1, 1, 2), batch, 2, &plan) == rows{{0, 2}, {1, 2}});
+  CHECK(plan.summary().selected_count == 3);
+  CHECK_FALSE(plan.summary().selected.contains(4));
+}
+
 TEST_CASE("greedy_mass(mass=tau) grows S until it holds tau of the column mass") {
   // Total c = 3 (one per token). From {0,1,3} (c = 2.144, 71%): tau = 0.8 adds e2 (2.667, 89%).
   mr::routing_plan plan;

@@ -12,6 +12,7 @@
 #endif
 
 #include "moe_routing/core/stage_executor.hpp"
+#include "moe_routing/cpu/avx512_warnings.hpp"
 #include "moe_routing/cpu/route_context.hpp"
 #include "moe_routing/policies/confidence_keep.hpp"
 #include "moe_routing/policies/ep_fill.hpp"
@@ -44,10 +45,38 @@ inline std::uint64_t positive_bits(const std::int64_t* values, int width) noexce
   return bits;
 }
 
+MOE_ROUTING_AVX512_WARNINGS_OFF
+
+/// The largest of `keys[0..count)` below `limit` (0 if none); `keys` is padded with zeros
+/// to a whole number of 8-key vectors.
+inline std::uint64_t largest_below(const std::uint64_t* keys, int count, std::uint64_t limit) noexcept {
+#if defined(__AVX512F__)
+  const __m512i bound = _mm512_set1_epi64(static_cast<long long>(limit));
+  __m512i best = _mm512_setzero_si512();
+  for (int i = 0; i < count; i += 8) {
+    const __m512i v = _mm512_load_si512(keys + i);
+    best = _mm512_mask_max_epu64(best, _mm512_cmplt_epu64_mask(v, bound), best, v);
+  }
+  // Halves, quarters, then pairs (GCC 12's _mm512_reduce_max_epu64 warns of its own
+  // uninitialised placeholder).
+  best = _mm512_max_epu64(best, _mm512_shuffle_i64x2(best, best, 0x4e));
+  best = _mm512_max_epu64(best, _mm512_shuffle_i64x2(best, best, 0xb1));
+  best = _mm512_max_epu64(best, _mm512_shuffle_epi32(best, _MM_PERM_BADC));
+  return static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(best)));
+#else
+  std::uint64_t best = 0;
+  for (int i = 0; i < count; ++i) best = keys[i] < limit && keys[i] > best ? keys[i] : best;
+  return best;
+#endif
+}
+
+MOE_ROUTING_AVX512_WARNINGS_ON
+
 /// Tuning data: `rank_unselected_by_mass` picks the heaviest one at a time (O(needed x
 /// count)) for at most this many places out of at most `pick_by_maximum_pool` experts.
 inline constexpr int pick_by_maximum_limit = 16;
 inline constexpr int pick_by_maximum_pool = 256;
+inline constexpr int pick_position_bits = std::bit_width(static_cast<unsigned>(pick_by_maximum_pool - 1));
 
 /// Writes the experts outside S with positive mass to `order`, by mass descending
 /// (ties to the lower index); returns how many. Only the first `needed` are put in order
@@ -72,20 +101,34 @@ inline int rank_unselected_by_mass(std::span<const std::int64_t> mass, const exp
   needed = std::max(needed, 0);  // a stage whose S is already full enough asks for none
   if (needed < count && needed <= pick_by_maximum_limit && count <= pick_by_maximum_pool) {
     // A few of a small pool (decode): pick the heaviest `needed` times, each a vectorised
-    // maximum; a comparison sort mispredicts about every other comparison on masses.
-    std::int64_t masses[pick_by_maximum_pool];
-    for (int i = 0; i < count; ++i) masses[i] = mass[static_cast<std::size_t>(order[i])];
-    std::int32_t picked[pick_by_maximum_limit];
-    for (int round = 0; round < needed; ++round) {
-      std::int64_t heaviest = 0;  // every mass here is positive; a picked one becomes 0
-      for (int i = 0; i < count; ++i) heaviest = masses[i] > heaviest ? masses[i] : heaviest;
-      int at = 0;
-      while (masses[at] != heaviest) ++at;  // the lowest index among equals: order is ascending
-      picked[round] = order[at];
-      masses[at] = 0;
+    // maximum; a comparison sort mispredicts about every other comparison on masses. Each
+    // mass is packed with its position below it, so the maximum names its expert too, and
+    // equal masses go to the lower position (order is ascending, so the lower index).
+    alignas(64) std::uint64_t packed[pick_by_maximum_pool];
+    std::uint64_t any_bits = 0;
+    for (int i = 0; i < count; ++i) {
+      const auto m = static_cast<std::uint64_t>(mass[static_cast<std::size_t>(order[i])]);
+      any_bits |= m;
+      packed[i] = m << pick_position_bits | static_cast<std::uint64_t>(pick_by_maximum_pool - 1 - i);
     }
-    std::copy(picked, picked + needed, order);
-  } else if (needed < count) {
+    // Gates of at most 1 over at most 2^14 tokens keep masses below 2^47; larger ones
+    // (gates clamped at 2^16) take the partial sort below.
+    if ((any_bits >> (64 - pick_position_bits)) == 0) {
+      std::fill(packed + count, packed + (count + 7) / 8 * 8, 0);  // whole vectors, below every key
+      std::int32_t picked[pick_by_maximum_limit];
+      // Packed keys are distinct: each round's pick is the largest key below the last pick,
+      // so the array is only read (a zeroed pick would stall the next round's loads).
+      std::uint64_t last = ~std::uint64_t{0};
+      for (int round = 0; round < needed; ++round) {
+        last = largest_below(packed, count, last);
+        const int at = pick_by_maximum_pool - 1 - static_cast<int>(last & (pick_by_maximum_pool - 1));
+        picked[round] = order[at];
+      }
+      std::copy(picked, picked + needed, order);
+      return count;
+    }
+  }
+  if (needed < count) {
     std::partial_sort(order, order + needed, order + count, heavier);
   } else {
     std::sort(order, order + count, heavier);

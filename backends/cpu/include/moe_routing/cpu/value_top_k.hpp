@@ -31,19 +31,13 @@
 #define MOE_ROUTING_VALUE_TOP_K_AVX512 1
 #endif
 
-// GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
-// uninitialised once they are inlined here (fixed in GCC 13); silenced for this header only.
-#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#define MOE_ROUTING_VALUE_TOP_K_QUIET 1
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
+#include "moe_routing/cpu/avx512_warnings.hpp"
+
+MOE_ROUTING_AVX512_WARNINGS_OFF
 
 namespace moe_routing::cpu {
 
@@ -208,6 +202,55 @@ inline int rank_candidates_found(const std::uint32_t* orders, const std::uint32_
   }
 }
 
+/// 32-bit keys of 16 candidates at positions first.. (ascending experts), all above 0 so that
+/// 0 can stand for "not a candidate". Half-precision orders leave their 13 low bits equal
+/// within a sign, so the position (ties to the lower one) replaces them and the keys are
+/// distinct; float orders are kept whole (plus one) and may tie.
+template <score_element Element>
+__m512i short_keys(__m512i orders, int first) noexcept {
+  if constexpr (std::is_same_v<Element, float>) {
+    return _mm512_add_epi32(orders, _mm512_set1_epi32(1));
+  } else {
+    const __m512i position = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(first));
+    const __m512i tie_break = _mm512_sub_epi32(_mm512_set1_epi32(2 * value_lanes), position);  // 1..32
+    return _mm512_or_si512(_mm512_andnot_si512(_mm512_set1_epi32(0x1fff), orders), tie_break);
+  }
+}
+
+/// Step 3 on the 32-bit `short_keys` of `found <= 16 * Vectors` candidates (0 for those not
+/// wanted, `wanted` their bits): one compare per 16 candidates where the 64-bit keys need
+/// one per 8. Returns how many it placed, or -1, having written nothing, when float keys
+/// tie (equal scores): the caller then ranks the 64-bit keys.
+template <int Vectors, score_element Element>
+int place_by_short_rank(const std::uint32_t* keys, const std::uint32_t* orders, const std::uint32_t* ids,
+                        int found, std::uint32_t wanted, int count, rank_key* top_keys) noexcept {
+  __m512i key_vectors[Vectors];
+  for (int v = 0; v < Vectors; ++v) key_vectors[v] = _mm512_load_si512(keys + value_lanes * v);
+  const int kept = std::popcount(wanted);
+  int placed[max_top_k + 1];  // the last slot takes the candidates ranked count or later
+  std::uint64_t ranks_seen = 0;
+  for (int c = 0; c < found; ++c) {
+    const __m512i key = _mm512_set1_epi32(static_cast<int>(keys[c]));
+    std::uint32_t larger = 0;
+    for (int v = 0; v < Vectors; ++v) {
+      larger |= static_cast<std::uint32_t>(_mm512_cmpgt_epu32_mask(key_vectors[v], key)) << (value_lanes * v);
+    }
+    const int rank = std::popcount(larger);  // those not wanted (key 0) rank at `kept`
+    ranks_seen |= std::uint64_t{1} << rank;
+    placed[rank < count ? rank : max_top_k] = c;
+  }
+  if constexpr (std::is_same_v<Element, float>) {
+    // Distinct keys give the wanted ranks 0..kept-1 (and `kept` to the others): a tie
+    // leaves a rank out.
+    const std::uint64_t expected = (std::uint64_t{1} << (kept + (kept < found ? 1 : 0))) - 1;
+    if (ranks_seen != expected) return -1;
+  }
+  const int placed_count = kept < count ? kept : count;
+  for (int j = 0; j < placed_count; ++j) top_keys[j] = order_rank_key(orders[placed[j]], static_cast<int>(ids[placed[j]]));
+  return placed_count;
+}
+
 /// Steps 1 to 3 of the file comment (count <= 16). Returns -1, having written nothing,
 /// when more than `rank_candidates` experts reach the bound.
 template <score_element Element>
@@ -236,20 +279,35 @@ template <score_element Element>
 inline int top_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
                          rank_key* top_keys, rank_key below = no_key_limit) noexcept {
 #if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
-  static_assert(max_listed == detail::rank_candidates);
-  Element scores[max_listed];
+  static_assert(max_listed == 2 * detail::value_lanes);
+  alignas(64) Element scores[max_listed];
+  for (int j = 0; j < listed_count; ++j) scores[j] = row[listed[j]];
   alignas(64) std::uint32_t orders[max_listed] = {};
   alignas(64) std::uint32_t ids[max_listed] = {};
-  for (int j = 0; j < listed_count; ++j) {
-    scores[j] = row[listed[j]];
-    ids[j] = static_cast<std::uint32_t>(listed[j]);
-  }
+  alignas(64) std::uint32_t short_keys[max_listed] = {};
+  const __m512i below_order = _mm512_set1_epi32(static_cast<int>(below >> 32));
+  const __m512i below_low = _mm512_set1_epi32(static_cast<int>(below & 0xffffffffu));
+  const __m512i all_ones = _mm512_set1_epi32(-1);
+  std::uint32_t wanted_bits = 0;
   for (int v = 0; v * detail::value_lanes < listed_count; ++v) {
-    const __mmask16 lanes = detail::block_lanes(v * detail::value_lanes, listed_count, nullptr);
-    _mm512_store_si512(orders + v * detail::value_lanes,
-                       detail::score_orders(detail::load_score_bits(scores + v * detail::value_lanes, lanes)));
+    const int first = v * detail::value_lanes;
+    const __mmask16 lanes = detail::block_lanes(first, listed_count, nullptr);
+    const __m512i order = detail::score_orders(detail::load_score_bits(scores + first, lanes));
+    const __m512i id = _mm512_maskz_loadu_epi32(lanes, listed + first);
+    // key < below: a lower order, or the same order and a higher expert (a lower low half).
+    const __mmask16 same_below = _mm512_mask_cmpeq_epu32_mask(lanes, order, below_order) &
+                                 _mm512_cmplt_epu32_mask(_mm512_sub_epi32(all_ones, id), below_low);
+    const __mmask16 wanted = _mm512_mask_cmplt_epu32_mask(lanes, order, below_order) | same_below;
+    _mm512_store_si512(orders + first, order);
+    _mm512_store_si512(ids + first, id);
+    _mm512_store_si512(short_keys + first, _mm512_maskz_mov_epi32(wanted, detail::short_keys<Element>(order, first)));
+    wanted_bits |= static_cast<std::uint32_t>(wanted) << first;
   }
-  return detail::rank_candidates_found(orders, ids, listed_count, count, below, top_keys);
+  const int kept = listed_count <= detail::value_lanes
+                       ? detail::place_by_short_rank<1, Element>(short_keys, orders, ids, listed_count, wanted_bits, count, top_keys)
+                       : detail::place_by_short_rank<2, Element>(short_keys, orders, ids, listed_count, wanted_bits, count, top_keys);
+  if (kept >= 0) return kept;
+  return detail::rank_candidates_found(orders, ids, listed_count, count, below, top_keys);  // float ties
 #else
   int filled = 0;
   for (int j = 0; j < listed_count; ++j) {
@@ -287,7 +345,4 @@ inline int top_of_values(const Element* row, int experts, int count, rank_key* t
 
 }  // namespace moe_routing::cpu
 
-#if defined(MOE_ROUTING_VALUE_TOP_K_QUIET)
-#pragma GCC diagnostic pop
-#undef MOE_ROUTING_VALUE_TOP_K_QUIET
-#endif
+MOE_ROUTING_AVX512_WARNINGS_ON
