@@ -14,6 +14,10 @@
 ///    candidate list;
 /// 3. each candidate's rank = how many candidates' keys exceed its own (distinct keys,
 ///    so ranks are distinct), and the candidates ranked below count stored at their rank.
+///    The keys compared are 32 bits, 16 to a register: a half-precision score's order
+///    leaves 13 low bits free, which take the expert (so these keys are distinct); a
+///    float's order is used whole, and where two candidates tie the candidates are
+///    inserted one by one instead (rare: equal float logits).
 /// A subset of at most `rank_candidates` experts skips step 1: all of it is candidates.
 /// Where more than `rank_candidates` experts reach T (mass ties, a sparse subset), and for
 /// count > 16, the block scan does the work: once k keys are held, one compare per 16
@@ -22,6 +26,7 @@
 /// tie to the lower, earlier index). Other builds insert expert by expert (`scan_top`).
 /// Every path gives the keys of `make_rank_key`, bit for bit.
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <type_traits>
@@ -110,15 +115,9 @@ int scan_blocks(const Element* row, int experts, int count, rank_key* top_keys, 
   return filled;
 }
 
-/// Step 1 of the file comment: the lower bound of the count-th largest order.
-template <score_element Element>
-__m512i order_bound(const Element* row, int experts, int count, const expert_set* allowed) noexcept {
-  // Lane maxima; lanes without an expert keep 0, which only lowers the bound.
-  __m512i lane_max = _mm512_setzero_si512();
-  for (int e = 0; e < experts; e += value_lanes) {
-    const __mmask16 lanes = block_lanes(e, experts, allowed);
-    lane_max = _mm512_mask_max_epu32(lane_max, lanes, lane_max, score_orders(load_score_bits(row + e, lanes)));
-  }
+/// The count-th largest of 16 lane maxima (count <= 16), in every lane: a lower bound of
+/// the count-th largest order among the values the maxima were taken over.
+inline __m512i bound_of_lane_maxima(__m512i lane_max, int count) noexcept {
   const __m512i one = _mm512_set1_epi32(1);
   __m512i above = _mm512_setzero_si512();  // per lane: how many lane maxima exceed it
   __m512i other = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -129,6 +128,33 @@ __m512i order_bound(const Element* row, int experts, int count, const expert_set
   }
   const __mmask16 top_lanes = _mm512_cmplt_epu32_mask(above, _mm512_set1_epi32(count));
   return _mm512_set1_epi32(static_cast<int>(_mm512_mask_reduce_min_epu32(top_lanes, lane_max)));
+}
+
+/// Step 1 of the file comment: the lower bound of the count-th largest order.
+template <score_element Element>
+__m512i order_bound(const Element* row, int experts, int count, const expert_set* allowed) noexcept {
+  // Lane maxima; lanes without an expert keep 0, which only lowers the bound.
+  __m512i lane_max = _mm512_setzero_si512();
+  for (int e = 0; e < experts; e += value_lanes) {
+    const __mmask16 lanes = block_lanes(e, experts, allowed);
+    lane_max = _mm512_mask_max_epu32(lane_max, lanes, lane_max, score_orders(load_score_bits(row + e, lanes)));
+  }
+  return bound_of_lane_maxima(lane_max, count);
+}
+
+/// The 32-bit keys of step 3 for 16 experts, all above 0 so that 0 can stand for "not a
+/// candidate". Half-precision orders are equal in their 13 low bits within a sign, so the
+/// expert (ties to the lower one) replaces those bits and the keys are distinct; float
+/// orders are kept whole, plus one, and may tie.
+template <score_element Element>
+__m512i short_keys(__m512i orders, __m512i experts) noexcept {
+  if constexpr (std::is_same_v<Element, float>) {
+    return _mm512_add_epi32(orders, _mm512_set1_epi32(1));
+  } else {
+    static_assert(max_experts < 0x1fff);
+    const __m512i tie_break = _mm512_sub_epi32(_mm512_set1_epi32(max_experts), experts);  // 1..1024
+    return _mm512_or_si512(_mm512_andnot_si512(_mm512_set1_epi32(0x1fff), orders), tie_break);
+  }
 }
 
 /// Step 2 of the file comment: the experts at or above `bound` into `orders` and `ids`
@@ -153,83 +179,32 @@ int collect_candidates(const Element* row, int experts, const expert_set* allowe
   return found;
 }
 
-/// Step 3 of the file comment over `Vectors` registers of 8 keys (found <= 8 * Vectors),
-/// for the candidates whose keys are below `below`.
-template <int Vectors>
-int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
-                  rank_key below, rank_key* top_keys) noexcept {
-  alignas(64) rank_key keys[8 * Vectors];
-  __m512i key_vectors[Vectors];
-  const __m512i all_ones = _mm512_set1_epi64(0xffffffff);
-  const __m512i limit = _mm512_set1_epi64(static_cast<long long>(below));
-  int kept = 0;
-  for (int v = 0; v < Vectors; ++v) {  // zero for the others: 0 is below every key
-    const int left = found - 8 * v;
-    const auto present = static_cast<__mmask8>(left >= 8 ? 0xffu : left > 0 ? (1u << left) - 1u : 0u);
-    const __m512i high = _mm512_slli_epi64(_mm512_cvtepu32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(orders + 8 * v))), 32);
-    const __m512i low = _mm512_sub_epi64(all_ones, _mm512_cvtepu32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(ids + 8 * v))));
-    const __m512i key = _mm512_or_epi64(high, low);
-    const __mmask8 wanted = _mm512_mask_cmplt_epu64_mask(present, key, limit);
-    kept += std::popcount(static_cast<unsigned>(wanted));
-    key_vectors[v] = _mm512_maskz_mov_epi64(wanted, key);
-    _mm512_store_si512(keys + 8 * v, key_vectors[v]);
-  }
-  rank_key placed[max_top_k + 1];  // the last slot takes the candidates ranked count or later
-  for (int c = 0; c < found; ++c) {
-    const __m512i key = _mm512_set1_epi64(static_cast<long long>(keys[c]));
-    unsigned larger = 0;
-    for (int v = 0; v < Vectors; ++v) {
-      larger |= static_cast<unsigned>(_mm512_cmpgt_epu64_mask(key_vectors[v], key)) << (8 * v);
-    }
-    const int rank = std::popcount(larger);  // the zeroed keys rank after every wanted one
-    placed[rank < count ? rank : max_top_k] = keys[c];
-  }
-  kept = kept < count ? kept : count;
-  for (int j = 0; j < kept; ++j) top_keys[j] = placed[j];
-  return kept;
-}
-
-/// `place_by_rank` with as few registers as `found` needs (found <= rank_candidates).
-inline int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
-                                 rank_key below, rank_key* top_keys) noexcept {
-  static_assert(rank_candidates == 32);
-  switch ((found + 7) / 8) {
-    case 0:
-    case 1: return place_by_rank<1>(orders, ids, found, count, below, top_keys);
-    case 2: return place_by_rank<2>(orders, ids, found, count, below, top_keys);
-    case 3: return place_by_rank<3>(orders, ids, found, count, below, top_keys);
-    default: return place_by_rank<4>(orders, ids, found, count, below, top_keys);
-  }
-}
-
-/// 32-bit keys of 16 candidates at positions first.. (ascending experts), all above 0 so that
-/// 0 can stand for "not a candidate". Half-precision orders leave their 13 low bits equal
-/// within a sign, so the position (ties to the lower one) replaces them and the keys are
-/// distinct; float orders are kept whole (plus one) and may tie.
-template <score_element Element>
-__m512i short_keys(__m512i orders, int first) noexcept {
-  if constexpr (std::is_same_v<Element, float>) {
-    return _mm512_add_epi32(orders, _mm512_set1_epi32(1));
-  } else {
-    const __m512i position = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                              _mm512_set1_epi32(first));
-    const __m512i tie_break = _mm512_sub_epi32(_mm512_set1_epi32(2 * value_lanes), position);  // 1..32
-    return _mm512_or_si512(_mm512_andnot_si512(_mm512_set1_epi32(0x1fff), orders), tie_break);
-  }
-}
-
-/// Step 3 on the 32-bit `short_keys` of `found <= 16 * Vectors` candidates (0 for those not
-/// wanted, `wanted` their bits): one compare per 16 candidates where the 64-bit keys need
-/// one per 8. Returns how many it placed, or -1, having written nothing, when float keys
-/// tie (equal scores): the caller then ranks the 64-bit keys.
+/// Step 3 of the file comment for the `found <= 16 * Vectors` candidates whose keys are
+/// below `below`, on their short keys (0 for the others). Returns how many it placed, or
+/// -1, having written nothing, when float keys tie.
 template <int Vectors, score_element Element>
-int place_by_short_rank(const std::uint32_t* keys, const std::uint32_t* orders, const std::uint32_t* ids,
-                        int found, std::uint32_t wanted, int count, rank_key* top_keys) noexcept {
+int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count, rank_key below,
+                  rank_key* top_keys) noexcept {
+  alignas(64) std::uint32_t keys[value_lanes * Vectors];
   __m512i key_vectors[Vectors];
-  for (int v = 0; v < Vectors; ++v) key_vectors[v] = _mm512_load_si512(keys + value_lanes * v);
-  const int kept = std::popcount(wanted);
-  int placed[max_top_k + 1];  // the last slot takes the candidates ranked count or later
-  std::uint64_t ranks_seen = 0;
+  const __m512i below_order = _mm512_set1_epi32(static_cast<int>(below >> 32));
+  const __m512i below_low = _mm512_set1_epi32(static_cast<int>(below & 0xffffffffu));
+  int kept = 0;
+  for (int v = 0; v < Vectors; ++v) {
+    const __mmask16 present = block_lanes(value_lanes * v, found, nullptr);
+    const __m512i order = _mm512_load_si512(orders + value_lanes * v);
+    const __m512i id = _mm512_load_si512(ids + value_lanes * v);
+    // key < below: a lower order, or the same order and a higher expert (a lower low half).
+    const __m512i low = _mm512_sub_epi32(_mm512_set1_epi32(-1), id);
+    const __mmask16 wanted = _mm512_mask_cmplt_epu32_mask(present, order, below_order) |
+                             (_mm512_mask_cmpeq_epu32_mask(present, order, below_order) & _mm512_cmplt_epu32_mask(low, below_low));
+    kept += std::popcount(static_cast<unsigned>(wanted));
+    key_vectors[v] = _mm512_maskz_mov_epi32(wanted, short_keys<Element>(order, id));
+    _mm512_store_si512(keys + value_lanes * v, key_vectors[v]);
+  }
+  int placed[max_top_k + 1];  // slot `count` takes the candidates ranked count or later
+  int rank_sum = 0;
+  int ranks[value_lanes * Vectors];
   for (int c = 0; c < found; ++c) {
     const __m512i key = _mm512_set1_epi32(static_cast<int>(keys[c]));
     std::uint32_t larger = 0;
@@ -237,18 +212,40 @@ int place_by_short_rank(const std::uint32_t* keys, const std::uint32_t* orders, 
       larger |= static_cast<std::uint32_t>(_mm512_cmpgt_epu32_mask(key_vectors[v], key)) << (value_lanes * v);
     }
     const int rank = std::popcount(larger);  // those not wanted (key 0) rank at `kept`
-    ranks_seen |= std::uint64_t{1} << rank;
-    placed[rank < count ? rank : max_top_k] = c;
+    rank_sum += rank;
+    ranks[c] = rank;
   }
+  // Placed apart from the ranking, by a minimum rather than a branch (which ranks fall
+  // short is random): a store to a rank-dependent address inside the loop measured 1.4x
+  // slower.
+  for (int c = 0; c < found; ++c) placed[std::min(ranks[c], count)] = c;
   if constexpr (std::is_same_v<Element, float>) {
-    // Distinct keys give the wanted ranks 0..kept-1 (and `kept` to the others): a tie
-    // leaves a rank out.
-    const std::uint64_t expected = (std::uint64_t{1} << (kept + (kept < found ? 1 : 0))) - 1;
-    if (ranks_seen != expected) return -1;
+    // Distinct keys rank the wanted 0..kept-1 and the others `kept`; tied keys share the
+    // lower rank, so a tie makes the sum smaller.
+    if (rank_sum != kept * (kept - 1) / 2 + (found - kept) * kept) return -1;
   }
   const int placed_count = kept < count ? kept : count;
-  for (int j = 0; j < placed_count; ++j) top_keys[j] = order_rank_key(orders[placed[j]], static_cast<int>(ids[placed[j]]));
+  for (int j = 0; j < placed_count; ++j) {
+    top_keys[j] = order_rank_key(orders[placed[j]], static_cast<int>(ids[placed[j]]));
+  }
   return placed_count;
+}
+
+/// Step 3 for `found <= rank_candidates` candidates (`orders` and `ids` readable up to
+/// 32), with as few registers as they need; tied float keys are inserted one by one.
+template <score_element Element>
+int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
+                          rank_key below, rank_key* top_keys) noexcept {
+  static_assert(rank_candidates == 2 * value_lanes);
+  const int placed = found <= value_lanes ? place_by_rank<1, Element>(orders, ids, found, count, below, top_keys)
+                                          : place_by_rank<2, Element>(orders, ids, found, count, below, top_keys);
+  if (placed >= 0) return placed;
+  int filled = 0;
+  for (int c = 0; c < found; ++c) {
+    const rank_key key = order_rank_key(orders[c], static_cast<int>(ids[c]));
+    if (key < below) insert_ranked(top_keys, filled, count, key);
+  }
+  return filled;
 }
 
 /// Steps 1 to 3 of the file comment (count <= 16). Returns -1, having written nothing,
@@ -262,52 +259,71 @@ int select_by_bound(const Element* row, int experts, int count, rank_key* top_ke
   alignas(64) std::uint32_t ids[rank_candidates + value_lanes] = {};
   const int found = collect_candidates(row, experts, allowed, bound, orders, ids);
   if (found > rank_candidates) return -1;
-  return rank_candidates_found(orders, ids, found, count, no_key_limit, top_keys);
+  return rank_candidates_found<Element>(orders, ids, found, count, no_key_limit, top_keys);
 }
 
 }  // namespace detail
 #endif
 
 /// The most experts `top_of_listed` takes.
-inline constexpr int max_listed = 32;
+inline constexpr int max_listed = 64;
 
 /// `top_of_values` among the `listed` experts (ascending, at most `max_listed`) whose keys
 /// are below `below`: refine's search of a small S that every token of the batch shares,
 /// past the token's own top-k. Reads only the listed scores, then ranks them without
-/// data-dependent branches on AVX-512 builds.
+/// data-dependent branches on AVX-512 builds: all of them when at most `rank_candidates`,
+/// else those at or above the bound of step 1 taken over the list (count <= 16).
 template <score_element Element>
 inline int top_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
                          rank_key* top_keys, rank_key below = no_key_limit) noexcept {
 #if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
-  static_assert(max_listed == 2 * detail::value_lanes);
   alignas(64) Element scores[max_listed];
   for (int j = 0; j < listed_count; ++j) scores[j] = row[listed[j]];
   alignas(64) std::uint32_t orders[max_listed] = {};
   alignas(64) std::uint32_t ids[max_listed] = {};
-  alignas(64) std::uint32_t short_keys[max_listed] = {};
-  const __m512i below_order = _mm512_set1_epi32(static_cast<int>(below >> 32));
-  const __m512i below_low = _mm512_set1_epi32(static_cast<int>(below & 0xffffffffu));
-  const __m512i all_ones = _mm512_set1_epi32(-1);
-  std::uint32_t wanted_bits = 0;
-  for (int v = 0; v * detail::value_lanes < listed_count; ++v) {
-    const int first = v * detail::value_lanes;
+  for (int first = 0; first < listed_count; first += detail::value_lanes) {
     const __mmask16 lanes = detail::block_lanes(first, listed_count, nullptr);
-    const __m512i order = detail::score_orders(detail::load_score_bits(scores + first, lanes));
-    const __m512i id = _mm512_maskz_loadu_epi32(lanes, listed + first);
-    // key < below: a lower order, or the same order and a higher expert (a lower low half).
-    const __mmask16 same_below = _mm512_mask_cmpeq_epu32_mask(lanes, order, below_order) &
-                                 _mm512_cmplt_epu32_mask(_mm512_sub_epi32(all_ones, id), below_low);
-    const __mmask16 wanted = _mm512_mask_cmplt_epu32_mask(lanes, order, below_order) | same_below;
-    _mm512_store_si512(orders + first, order);
-    _mm512_store_si512(ids + first, id);
-    _mm512_store_si512(short_keys + first, _mm512_maskz_mov_epi32(wanted, detail::short_keys<Element>(order, first)));
-    wanted_bits |= static_cast<std::uint32_t>(wanted) << first;
+    _mm512_store_si512(orders + first, detail::score_orders(detail::load_score_bits(scores + first, lanes)));
+    _mm512_store_si512(ids + first, _mm512_maskz_loadu_epi32(lanes, listed + first));
   }
-  const int kept = listed_count <= detail::value_lanes
-                       ? detail::place_by_short_rank<1, Element>(short_keys, orders, ids, listed_count, wanted_bits, count, top_keys)
-                       : detail::place_by_short_rank<2, Element>(short_keys, orders, ids, listed_count, wanted_bits, count, top_keys);
-  if (kept >= 0) return kept;
-  return detail::rank_candidates_found(orders, ids, listed_count, count, below, top_keys);  // float ties
+  if (listed_count <= detail::rank_candidates) {
+    return detail::rank_candidates_found<Element>(orders, ids, listed_count, count, below, top_keys);
+  }
+  if (count <= detail::value_lanes) {
+    // Over the experts below `below` only: the others would raise the bound.
+    const __m512i below_order = _mm512_set1_epi32(static_cast<int>(below >> 32));
+    const __m512i below_low = _mm512_set1_epi32(static_cast<int>(below & 0xffffffffu));
+    __mmask16 wanted[max_listed / detail::value_lanes];
+    __m512i lane_max = _mm512_setzero_si512();
+    for (int v = 0; v * detail::value_lanes < listed_count; ++v) {
+      const __m512i order = _mm512_load_si512(orders + v * detail::value_lanes);
+      const __m512i low = _mm512_sub_epi32(_mm512_set1_epi32(-1), _mm512_load_si512(ids + v * detail::value_lanes));
+      wanted[v] = detail::block_lanes(v * detail::value_lanes, listed_count, nullptr) &
+                  (_mm512_cmplt_epu32_mask(order, below_order) |
+                   (_mm512_cmpeq_epu32_mask(order, below_order) & _mm512_cmplt_epu32_mask(low, below_low)));
+      lane_max = _mm512_mask_max_epu32(lane_max, wanted[v], lane_max, order);
+    }
+    const __m512i bound = detail::bound_of_lane_maxima(lane_max, count);
+    alignas(64) std::uint32_t candidate_orders[detail::rank_candidates + detail::value_lanes] = {};
+    alignas(64) std::uint32_t candidate_ids[detail::rank_candidates + detail::value_lanes] = {};
+    int found = 0;
+    for (int v = 0; v * detail::value_lanes < listed_count && found <= detail::rank_candidates; ++v) {
+      const __m512i order = _mm512_load_si512(orders + v * detail::value_lanes);
+      const __mmask16 reach = _mm512_mask_cmpge_epu32_mask(wanted[v], order, bound);
+      _mm512_storeu_si512(candidate_orders + found, _mm512_maskz_compress_epi32(reach, order));
+      _mm512_storeu_si512(candidate_ids + found, _mm512_maskz_compress_epi32(reach, _mm512_load_si512(ids + v * detail::value_lanes)));
+      found += std::popcount(static_cast<unsigned>(reach));
+    }
+    if (found <= detail::rank_candidates) {
+      return detail::rank_candidates_found<Element>(candidate_orders, candidate_ids, found, count, below, top_keys);
+    }
+  }
+  int filled = 0;  // count > 16, or many equal scores: one by one
+  for (int j = 0; j < listed_count; ++j) {
+    const rank_key key = order_rank_key(orders[j], listed[j]);
+    if (key < below) insert_ranked(top_keys, filled, count, key);
+  }
+  return filled;
 #else
   int filled = 0;
   for (int j = 0; j < listed_count; ++j) {
