@@ -70,6 +70,29 @@ inline std::uint64_t largest_below(const std::uint64_t* keys, int count, std::ui
 #endif
 }
 
+/// The experts of the `needed` largest distinct `keys` (count <= 32, zero-padded to whole
+/// vectors) into `picked` (room for needed + 1), each key's rank counted against all the
+/// others at once: no chain of maxima. Returns false where there is no AVX-512 or more
+/// than 32 keys.
+inline bool rank_packed_masses(const std::uint64_t* keys, int count, const std::int32_t* order, int needed,
+                               std::int32_t* picked) noexcept {
+#if defined(__AVX512F__)
+  if (count > 32) return false;
+  __m512i key_vectors[4];
+  for (int q = 0; q < 4; ++q) key_vectors[q] = q * 8 < count ? _mm512_load_si512(keys + 8 * q) : _mm512_setzero_si512();
+  for (int i = 0; i < count; ++i) {
+    const __m512i key = _mm512_set1_epi64(static_cast<long long>(keys[i]));
+    int rank = 0;
+    for (int q = 0; q < 4; ++q) rank += std::popcount(static_cast<unsigned>(_mm512_cmpgt_epu64_mask(key_vectors[q], key)));
+    picked[std::min(rank, needed)] = order[i];  // slot `needed` takes the rest; a minimum, not a branch
+  }
+  return true;
+#else
+  (void)keys, (void)count, (void)order, (void)needed, (void)picked;
+  return false;
+#endif
+}
+
 MOE_ROUTING_AVX512_WARNINGS_ON
 
 /// Tuning data: `rank_unselected_by_mass` picks the heaviest one at a time (O(needed x
@@ -115,14 +138,16 @@ inline int rank_unselected_by_mass(std::span<const std::int64_t> mass, const exp
     // (gates clamped at 2^16) take the partial sort below.
     if ((any_bits >> (64 - pick_position_bits)) == 0) {
       std::fill(packed + count, packed + (count + 7) / 8 * 8, 0);  // whole vectors, below every key
-      std::int32_t picked[pick_by_maximum_limit];
-      // Packed keys are distinct: each round's pick is the largest key below the last pick,
-      // so the array is only read (a zeroed pick would stall the next round's loads).
-      std::uint64_t last = ~std::uint64_t{0};
-      for (int round = 0; round < needed; ++round) {
-        last = largest_below(packed, count, last);
-        const int at = pick_by_maximum_pool - 1 - static_cast<int>(last & (pick_by_maximum_pool - 1));
-        picked[round] = order[at];
+      std::int32_t picked[pick_by_maximum_limit + 1];
+      if (!rank_packed_masses(packed, count, order, needed, picked)) {
+        // Packed keys are distinct: each round's pick is the largest key below the last
+        // pick, so the array is only read (a zeroed pick would stall the next round's loads).
+        std::uint64_t last = ~std::uint64_t{0};
+        for (int round = 0; round < needed; ++round) {
+          last = largest_below(packed, count, last);
+          const int at = pick_by_maximum_pool - 1 - static_cast<int>(last & (pick_by_maximum_pool - 1));
+          picked[round] = order[at];
+        }
       }
       std::copy(picked, picked + needed, order);
       return count;
