@@ -16,8 +16,9 @@
 ///    so ranks are distinct), and the candidates ranked below count stored at their rank.
 ///    The keys compared are 32 bits, 16 to a register: a half-precision score's order
 ///    leaves 13 low bits free, which take the expert (so these keys are distinct); a
-///    float's order is used whole, and where two candidates tie the candidates are
-///    inserted one by one instead (rare: equal float logits).
+///    float's order is used whole, and where two candidates tie (the ranks then sum to
+///    less than 0 + 1 + ... ) the candidates are inserted one by one instead (rare:
+///    equal float logits).
 /// A subset of at most `rank_candidates` experts skips step 1: all of it is candidates.
 /// Where more than `rank_candidates` experts reach T (mass ties, a sparse subset), and for
 /// count > 16, the block scan does the work: once k keys are held, one compare per 16
