@@ -77,7 +77,7 @@ inline __m512i score_orders(__m512i bits) noexcept {
   return _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nan), order);
 }
 
-/// Tuning data: the most candidates the branch-free ranking takes (four registers of keys).
+/// Tuning data: the most candidates the branch-free ranking takes (two registers of keys).
 inline constexpr int rank_candidates = 32;
 
 /// The experts of a 16-wide block: those below `experts`, and in `allowed` when given.
@@ -180,6 +180,28 @@ int collect_candidates(const Element* row, int experts, const expert_set* allowe
   return found;
 }
 
+/// The `lanes` whose keys (`order`, `id`) are below `below`: a lower order, or the same
+/// order and a higher expert (a lower low half).
+inline __mmask16 below_lanes(__mmask16 lanes, __m512i order, __m512i id, rank_key below) noexcept {
+  const __m512i below_order = _mm512_set1_epi32(static_cast<int>(below >> 32));
+  const __m512i below_low = _mm512_set1_epi32(static_cast<int>(below & 0xffffffffu));
+  const __m512i low = _mm512_sub_epi32(_mm512_set1_epi32(-1), id);
+  return _mm512_mask_cmplt_epu32_mask(lanes, order, below_order) |
+         (_mm512_mask_cmpeq_epu32_mask(lanes, order, below_order) & _mm512_cmplt_epu32_mask(low, below_low));
+}
+
+/// The candidates whose keys are below `below`, inserted one by one: the exact path where
+/// the branch-free ranking cannot run (tied float keys, count > 16 over a long list).
+inline int insert_below(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count, rank_key below,
+                        rank_key* top_keys) noexcept {
+  int filled = 0;
+  for (int c = 0; c < found; ++c) {
+    const rank_key key = order_rank_key(orders[c], static_cast<int>(ids[c]));
+    if (key < below) insert_ranked(top_keys, filled, count, key);
+  }
+  return filled;
+}
+
 /// Step 3 of the file comment for the `found <= 16 * Vectors` candidates whose keys are
 /// below `below`, on their short keys (0 for the others). Returns how many it placed, or
 /// -1, having written nothing, when float keys tie.
@@ -188,17 +210,11 @@ int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int fou
                   rank_key* top_keys) noexcept {
   alignas(64) std::uint32_t keys[value_lanes * Vectors];
   __m512i key_vectors[Vectors];
-  const __m512i below_order = _mm512_set1_epi32(static_cast<int>(below >> 32));
-  const __m512i below_low = _mm512_set1_epi32(static_cast<int>(below & 0xffffffffu));
   int kept = 0;
   for (int v = 0; v < Vectors; ++v) {
-    const __mmask16 present = block_lanes(value_lanes * v, found, nullptr);
     const __m512i order = _mm512_load_si512(orders + value_lanes * v);
     const __m512i id = _mm512_load_si512(ids + value_lanes * v);
-    // key < below: a lower order, or the same order and a higher expert (a lower low half).
-    const __m512i low = _mm512_sub_epi32(_mm512_set1_epi32(-1), id);
-    const __mmask16 wanted = _mm512_mask_cmplt_epu32_mask(present, order, below_order) |
-                             (_mm512_mask_cmpeq_epu32_mask(present, order, below_order) & _mm512_cmplt_epu32_mask(low, below_low));
+    const __mmask16 wanted = below_lanes(block_lanes(value_lanes * v, found, nullptr), order, id, below);
     kept += std::popcount(static_cast<unsigned>(wanted));
     key_vectors[v] = _mm512_maskz_mov_epi32(wanted, short_keys<Element>(order, id));
     _mm512_store_si512(keys + value_lanes * v, key_vectors[v]);
@@ -240,13 +256,7 @@ int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids,
   static_assert(rank_candidates == 2 * value_lanes);
   const int placed = found <= value_lanes ? place_by_rank<1, Element>(orders, ids, found, count, below, top_keys)
                                           : place_by_rank<2, Element>(orders, ids, found, count, below, top_keys);
-  if (placed >= 0) return placed;
-  int filled = 0;
-  for (int c = 0; c < found; ++c) {
-    const rank_key key = order_rank_key(orders[c], static_cast<int>(ids[c]));
-    if (key < below) insert_ranked(top_keys, filled, count, key);
-  }
-  return filled;
+  return placed >= 0 ? placed : insert_below(orders, ids, found, count, below, top_keys);
 }
 
 /// Steps 1 to 3 of the file comment (count <= 16). Returns -1, having written nothing,
@@ -292,16 +302,12 @@ inline int top_of_listed(const Element* row, const std::int32_t* listed, int lis
   }
   if (count <= detail::value_lanes) {
     // Over the experts below `below` only: the others would raise the bound.
-    const __m512i below_order = _mm512_set1_epi32(static_cast<int>(below >> 32));
-    const __m512i below_low = _mm512_set1_epi32(static_cast<int>(below & 0xffffffffu));
     __mmask16 wanted[max_listed / detail::value_lanes];
     __m512i lane_max = _mm512_setzero_si512();
     for (int v = 0; v * detail::value_lanes < listed_count; ++v) {
       const __m512i order = _mm512_load_si512(orders + v * detail::value_lanes);
-      const __m512i low = _mm512_sub_epi32(_mm512_set1_epi32(-1), _mm512_load_si512(ids + v * detail::value_lanes));
-      wanted[v] = detail::block_lanes(v * detail::value_lanes, listed_count, nullptr) &
-                  (_mm512_cmplt_epu32_mask(order, below_order) |
-                   (_mm512_cmpeq_epu32_mask(order, below_order) & _mm512_cmplt_epu32_mask(low, below_low)));
+      wanted[v] = detail::below_lanes(detail::block_lanes(v * detail::value_lanes, listed_count, nullptr), order,
+                                      _mm512_load_si512(ids + v * detail::value_lanes), below);
       lane_max = _mm512_mask_max_epu32(lane_max, wanted[v], lane_max, order);
     }
     const __m512i bound = detail::bound_of_lane_maxima(lane_max, count);
@@ -319,12 +325,7 @@ inline int top_of_listed(const Element* row, const std::int32_t* listed, int lis
       return detail::rank_candidates_found<Element>(candidate_orders, candidate_ids, found, count, below, top_keys);
     }
   }
-  int filled = 0;  // count > 16, or many equal scores: one by one
-  for (int j = 0; j < listed_count; ++j) {
-    const rank_key key = order_rank_key(orders[j], listed[j]);
-    if (key < below) insert_ranked(top_keys, filled, count, key);
-  }
-  return filled;
+  return detail::insert_below(orders, ids, listed_count, count, below, top_keys);  // count > 16, or many ties
 #else
   int filled = 0;
   for (int j = 0; j < listed_count; ++j) {
