@@ -65,7 +65,7 @@ case "${1:-}" in
     echo "== libFuzzer: ${MOE_ROUTING_FUZZ_SECONDS:-60} s per target"
     sanitized "$build-fuzz" "" -DMOE_ROUTING_BUILD_TOOLS=OFF -DMOE_ROUTING_BUILD_FUZZERS=ON \
       -DMOE_ROUTING_FUZZ_SECONDS="${MOE_ROUTING_FUZZ_SECONDS:-60}"
-    cmake --build "$build-fuzz" -j "$jobs" --target route_fuzzer npy_fuzzer policy_fuzzer
+    cmake --build "$build-fuzz" -j "$jobs" --target route_fuzzer npy_fuzzer policy_fuzzer tool_fuzzer trace_fuzzer api_fuzzer
     ctest --test-dir "$build-fuzz" --output-on-failure -j "$jobs" -L fuzz -V | grep -E "stat::number_of_executed_units|stat::new_units_added|Test +#|tests passed|fuzzer: "
     ;;
   *)

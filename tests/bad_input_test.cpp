@@ -60,10 +60,38 @@ TEST_CASE("shape and input errors name what is wrong") {
     f.ws = mr::cpu::workspace({4, 3, 4});
     CHECK(f.route() == "invalid parameter: k = 4: must be at most the expert count E = 3");
   }
-  SUBCASE("bias with softmax scoring") {
+  SUBCASE("bias with probabilities input") {
     std::vector<float> bias(16, 0.0f);
     f.batch.bias = bias.data();
-    CHECK(f.route().find("batch.bias") != std::string::npos);
+    f.batch.mode = mr::scoring::probabilities;
+    CHECK(f.route() == "invalid parameter: batch.bias = 1: does not apply to probabilities input (s = p); scoring mode is batch.mode = 3");
+  }
+  SUBCASE("a bias is accepted with softmax scoring (s = p + bias)") {
+    std::vector<float> bias(16, 0.0f);
+    f.batch.bias = bias.data();
+    CHECK(f.route() == "ok");
+  }
+  SUBCASE("a plan sized for fewer experts than the batch") {
+    f.plan = mr::routing_plan(4, 4, 8);
+    CHECK(f.route() == "shape mismatch: plan.experts = 8: (the length of plan.expert_tokens) must be at least batch.E = 16");
+  }
+  SUBCASE("a plan sized for fewer devices than the placement") {
+    const std::vector<std::int32_t> placement = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+    f.batch.placement = placement.data();
+    f.batch.device_count = 4;
+    f.plan = mr::routing_plan(4, 4, 16, 2);
+    CHECK(f.route() == "shape mismatch: plan.devices = 2: (the length of plan.device_loads) must be at least batch.device_count = 4");
+  }
+  SUBCASE("a hand-made plan view that gives expert_tokens without its length") {
+    mr::plan_view view = f.plan.view();
+    view.experts = 0;
+    CHECK(mr::to_string(mr::cpu::route(mr::presets::oea(2, 4), f.batch, view, f.ws)).find("plan.experts = 0") != std::string::npos);
+  }
+  SUBCASE("a group limit that leaves fewer candidates than k") {
+    f.batch.groups = {8, 1};  // one group of two experts kept, k = 4
+    CHECK(f.route() == "invalid parameter: groups.topk_group = 1: leaves topk_group * E / n_group candidate experts, fewer than plan.top_k = 4");
+    f.batch.groups = {8, 2};  // exactly k candidates: fine
+    CHECK(f.route() == "ok");
   }
   SUBCASE("groups that do not divide E") {
     f.batch.groups = {5, 2};
@@ -118,6 +146,48 @@ TEST_CASE("the convenience router throws routing_error with the same message") {
                        mr::routing_error);
   mr::routing_batch<float> fine{mr::make_score_view(scores.data(), 4, 16)};
   CHECK(router.route(fine).summary().active_count >= 1);
+}
+
+TEST_CASE("sizes are refused before anything is allocated for them") {
+  CHECK_THROWS_WITH_AS(mr::routing_plan(-1, 4, 16), "invalid parameter: routing_plan.tokens = -1: must be in [0, max_tokens] max_tokens = 16384",
+                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 0, 16), "invalid parameter: routing_plan.top_k = 0: must be in [1, max_top_k] max_top_k = 32",
+                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 4, 1 << 30), "invalid parameter: routing_plan.experts = 1073741824: must be in [2, max_experts] max_experts = 1024",
+                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 4, 16, -2), "invalid parameter: routing_plan.devices = -2: must be in [0, max_experts] max_experts = 1024",
+                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::cpu::workspace({-1, 16, 4}), "invalid parameter: workspace.max_tokens = -1: must be in [0, max_tokens] max_tokens = 16384",
+                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::cpu::workspace({4, 16, -3}), "invalid parameter: workspace.top_k = -3: must be in [1, max_top_k] max_top_k = 32",
+                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::cpu::workspace({4, 2000, 4}), "invalid parameter: workspace.experts = 2000: must be in [2, max_experts] max_experts = 1024",
+                       mr::routing_error);
+}
+
+TEST_CASE("a router re-binds to a batch of another expert count, or refuses it") {
+  std::vector<float> scores(4 * 64);
+  for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>((i * 37) % 101) / 10.0f;
+  mr::cpu::router router(mr::presets::oea(2, 4), {4, 64, 4});
+  // Fewer experts than when built: the policy is bound again, and the owned plan follows E.
+  mr::routing_batch<float> narrow{mr::make_score_view(scores.data(), 4, 16, 64)};
+  const mr::routing_plan& plan = router.route(narrow);
+  CHECK(plan.experts() == 16);
+  mr::routing_plan expected(4, 4, 16);
+  mr::cpu::workspace ws({4, 16, 4});
+  REQUIRE(mr::cpu::route(mr::presets::oea(2, 4), narrow, expected.view(), ws).ok());
+  CHECK(test::identical(plan, expected));
+  // k = 4 over 3 experts: refused by name, not routed past the row.
+  mr::routing_batch<float> tiny{mr::make_score_view(scores.data(), 4, 3, 64)};
+  CHECK_THROWS_WITH_AS(router.route(tiny), "invalid parameter: k = 4: must be at most the expert count E = 3", mr::routing_error);
+  // More experts than its workspace holds: refused.
+  std::vector<float> wide(4 * 128, 1.0f);
+  mr::routing_batch<float> wider{mr::make_score_view(wide.data(), 4, 128)};
+  CHECK_THROWS_WITH_AS(router.route(wider), "workspace too small: workspace.experts = 64: must be at least batch.E = 128", mr::routing_error);
+  // And back to the full width: the same plan as a fresh router's.
+  mr::routing_batch<float> full{mr::make_score_view(scores.data(), 4, 64)};
+  mr::cpu::router fresh(mr::presets::oea(2, 4), {4, 64, 4});
+  CHECK(test::identical(router.route(full), fresh.route(full)));
 }
 
 TEST_CASE("empty batches and fully masked batches route to nothing") {
@@ -249,6 +319,6 @@ TEST_CASE("route without a workspace argument uses a per-thread workspace and gi
   // A bad shape is reported, not allocated for.
   std::vector<float> scores(16);
   mr::routing_batch<float> batch{mr::make_score_view(scores.data(), 1, 1)};
-  mr::routing_plan plan(1, 1, 1);
+  mr::routing_plan plan(1, 1, 2);
   CHECK(mr::to_string(mr::cpu::route(mr::presets::vanilla(1), batch, plan.view())).find("batch.E = 1") != std::string::npos);
 }

@@ -125,7 +125,19 @@ TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") 
   REQUIRE(mr::cpu::route(mr::presets::vanilla(2), eight, small.view()).ok());
   CHECK(mr::cpu::moe_forward(x.data(), 4, small.view(), w, y.data(), ws).ok());
   mr::cpu::executor_workspace other_d({4, 2, 16, 64, 16});
-  CHECK(mr::cpu::moe_forward(x.data(), 4, small.view(), w, y.data(), other_d).code == mr::errc::workspace_too_small);
+  CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, small.view(), w, y.data(), other_d)) ==
+        "workspace too small: executor_shape.hidden = 64: must equal weights.hidden = 32");
+  mr::cpu::executor_workspace few_tokens({2, 2, 16, 32, 16});
+  CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, small.view(), w, y.data(), few_tokens)) ==
+        "workspace too small: executor_shape.max_tokens = 2: must be at least n = 4");
+  mr::plan_view negative = small.view();
+  negative.tokens = -1;
+  CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), -1, negative, w, y.data(), ws)) ==
+        "shape mismatch: n = -1: must be in [0, max_tokens] max_tokens = 16384");
+  mr::plan_view no_width = small.view();
+  no_width.top_k = -1;
+  CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, no_width, w, y.data(), ws)) ==
+        "invalid parameter: plan.top_k = -1: must be in [1, max_top_k] max_top_k = 32");
   CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 3, small.view(), w, y.data(), ws)) == "shape mismatch: plan.tokens = 4: must equal n = 3");
   CHECK(mr::cpu::moe_forward(nullptr, 4, small.view(), w, y.data(), ws).code == mr::errc::null_pointer);
   auto broken = w;

@@ -10,6 +10,7 @@
 // t2 .667 .222 .111. Column mass c: e0 .556, e1 .804, e2 .523, e3 .784, e4 .222, e5 .111.
 // Votes (tokens with e in top-3): e0 1, e1 2, e2 2, e3 2, e4 1, e5 1.
 
+#include <cmath>
 #include <vector>
 
 #include "plan_checks.hpp"
@@ -201,4 +202,37 @@ TEST_CASE("decode-only stages route like vanilla in prefill") {
   CHECK(assigned(mr::presets::lynx_accuracy(0.55f, 3, 3), batch) == rows{{0, 1, 2}, {1, 2, 3}, {3, 4, 5}});
   // OEA is not decode-only: it prunes in prefill too.
   CHECK(assigned(mr::presets::oea(1, 3), batch) == rows{{0, 1, 3}, {1, 3, 0}, {3, 1, 0}});
+}
+
+TEST_CASE("softmax with a selection bias ranks by s = p + bias and weighs by p") {
+  // logits 2, 1, 0, -1: p = e^x / (e^2 + e^1 + e^0 + e^-1) = .644 .237 .087 .032.
+  // bias 0, 0, 0.9, 0: s = .644 .237 .987 .032, so the top-2 are expert 2, then expert 0
+  // (ranking the logits would give 0, 1). Renormalised weights: e^0 / (e^0 + e^2) = .1192
+  // for expert 2, and e^2 / (e^0 + e^2) = .8808 for expert 0.
+  const std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
+  const std::vector<float> bias = {0.0f, 0.0f, 0.9f, 0.0f};
+  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), 1, 4)};
+  batch.bias = bias.data();
+  mr::routing_plan plan;
+  CHECK(assigned(mr::presets::vanilla(2), batch, 2, &plan) == rows{{2, 0}});
+  CHECK(plan.weight(0, 0) == doctest::Approx(1.0 / (1.0 + std::exp(2.0))).epsilon(1e-6));
+  CHECK(plan.weight(0, 1) == doctest::Approx(std::exp(2.0) / (1.0 + std::exp(2.0))).epsilon(1e-6));
+  batch.bias = nullptr;
+  CHECK(assigned(mr::presets::vanilla(2), batch, 2) == rows{{0, 1}});
+}
+
+TEST_CASE("sigmoid without a bias ranks by the logits where p saturates to 1") {
+  // sigmoid(17), sigmoid(20), sigmoid(25) and sigmoid(30) all round to 1.0f: ranked by p
+  // they would tie and go to the lower index (0, 1); ranked by the logits, 30 and 25 win.
+  const std::vector<float> logits = {20.0f, 30.0f, 25.0f, 17.0f};
+  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), 1, 4)};
+  batch.mode = mr::scoring::sigmoid;
+  for (const float x : logits) REQUIRE(1.0f / (1.0f + std::exp(-x)) == 1.0f);
+  mr::routing_plan plan;
+  CHECK(assigned(mr::presets::vanilla(2), batch, 2, &plan) == rows{{1, 2}});
+  CHECK(plan.weight(0, 0) == doctest::Approx(0.5f));
+  // With a bias the order is s = p + bias's, whatever the logits say.
+  const std::vector<float> bias = {0.0f, 0.0f, 0.0f, 0.5f};
+  batch.bias = bias.data();
+  CHECK(assigned(mr::presets::vanilla(2), batch, 2) == rows{{3, 0}});
 }

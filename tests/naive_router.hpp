@@ -93,15 +93,15 @@ inline token_info score_token(const batch& b, int i) {
       for (int e = 0; e < b.E; ++e) if (!std::isnan(x[e])) den += std::exp(x[e] - m);
       for (int e = 0; e < b.E; ++e) t.p[e] = std::isnan(x[e]) ? 0.0f : std::exp(x[e] - m) / den;
     }
-    for (int e = 0; e < b.E; ++e) t.s[e] = x[e];
   } else {
     for (int e = 0; e < b.E; ++e) {
       if (b.scoring == mode::sigmoid) t.p[e] = 1.0f / (1.0f + std::exp(-x[e]));
       else if (b.scoring == mode::sqrtsoftplus) t.p[e] = std::sqrt(x[e] > 20.0f ? x[e] : std::log1p(std::exp(x[e])));
       else t.p[e] = x[e];
-      t.s[e] = t.p[e] + (b.bias.empty() ? 0.0f : b.bias[e]);
     }
   }
+  // SPEC section 1: s = p, plus the bias when one is given.
+  for (int e = 0; e < b.E; ++e) t.s[e] = t.p[e] + (b.bias.empty() ? 0.0f : b.bias[e]);
   t.candidate.assign(b.E, true);
   if (b.n_group > 0) {
     const int size = b.E / b.n_group;
@@ -109,7 +109,7 @@ inline token_info score_token(const batch& b, int i) {
     for (int g = 0; g < b.n_group; ++g) {
       std::vector<int> members(size);
       std::iota(members.begin(), members.end(), g * size);
-      auto value = [&](int e) { return b.scoring == mode::softmax ? t.p[e] : t.s[e]; };
+      auto value = [&](int e) { return t.s[e]; };
       std::sort(members.begin(), members.end(), [&](int a, int c) { return before(value(a), a, value(c), c); });
       group_scores[g] = (b.group_max || size == 1) ? value(members[0]) : value(members[0]) + value(members[1]);
     }
@@ -123,9 +123,13 @@ inline token_info score_token(const batch& b, int i) {
       }
     }
   }
+  // Ranked by s; without a bias by the input itself, which every mode maps to p
+  // monotonically (same order, no ties where p saturates or underflows).
+  std::vector<float> rank_value(b.E);
+  for (int e = 0; e < b.E; ++e) rank_value[e] = !t.candidate[e] ? -INFINITY : b.bias.empty() ? x[e] : t.s[e];
   t.order.resize(b.E);
   std::iota(t.order.begin(), t.order.end(), 0);
-  std::sort(t.order.begin(), t.order.end(), [&](int a, int c) { return before(t.s[a], a, t.s[c], c); });
+  std::sort(t.order.begin(), t.order.end(), [&](int a, int c) { return before(rank_value[a], a, rank_value[c], c); });
   float max_p = 0;
   for (int e = 0; e < b.E; ++e) {
     if (t.candidate[e] && t.p[e] > 0) {
@@ -156,14 +160,15 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
     bool in_top = false;
     for (int j = 0; j < top_k; ++j) in_top |= t.order[j] == e;
     if (!in_top) return 0.0f;
-    // Softmax with a finite top logit: the gate is exp(x - x_top1) renormalised over the
+    // Softmax without a bias, finite top logit: the gate is exp(x - x_top1) renormalised over the
     // top-k (the softmax denominator cancels; docs/design.md). Otherwise p renormalised.
     const float* x = &b.x[static_cast<std::size_t>(i) * b.E];
     const float top = x[t.order[0]];
     std::vector<float> value(b.E, 0.0f);
     for (int j = 0; j < top_k; ++j) {
       const int expert = t.order[j];
-      value[expert] = (b.scoring == mode::softmax && std::isfinite(top)) ? std::exp(x[expert] - top) : t.p[expert];
+      const bool relative = b.scoring == mode::softmax && b.bias.empty() && std::isfinite(top);
+      value[expert] = relative ? std::exp(x[expert] - top) : t.p[expert];
     }
     float sum = 0;
     for (int j = 0; j < top_k; ++j) sum += std::max(0.0f, value[t.order[j]]);

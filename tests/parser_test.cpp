@@ -60,6 +60,29 @@ TEST_CASE("syntax errors say where and what was expected") {
   CHECK(error_of("greedy_mass(add=1, gate=heavy) | refine(k=2)").find("expected gate=sparse or gate=dense") != std::string::npos);
 }
 
+TEST_CASE("nothing the text says is ignored or silently overridden") {
+  // Junk after a preset is placed where it starts, not at column 1.
+  CHECK(error_of("oea(k0=4,k=8) junk").find("column 15: expected the end of the policy: a preset call is a whole policy") !=
+        std::string::npos);
+  CHECK(error_of("topk(k=8) | refine(k=8)").find("column 11: expected the end of the policy") != std::string::npos);
+  // An argument twice, and two names of one parameter together.
+  CHECK(error_of("topk(k=4,k=8)").find("column 10: expected each argument once") != std::string::npos);
+  CHECK(error_of("prune(k0=2,beta=0.1,skip_ratio=0.2) | refine(k=8)").find("expected only one of two names for the same parameter (beta)") !=
+        std::string::npos);
+  CHECK(error_of("prune(k0=2) | greedy_mass(add=2,m=3) | refine(k=8)").find("(m)") != std::string::npos);
+  CHECK(error_of("prune(k0=2) | greedy_mass(mass=0.5,tau=0.6) | refine(k=8)").find("(tau)") != std::string::npos);
+  CHECK(error_of("confidence_keep(min_confidence=0.5,conf=0.6,budget=2) | refine(k=8)").find("(conf)") != std::string::npos);
+  // gate= means something only to the XShare presets.
+  CHECK(error_of("topk(k=8,gate=dense)").find("column 10: expected an argument this stage or preset takes") != std::string::npos);
+  CHECK(error_of("oea(k0=2,k=8,gate=dense)").find("expected an argument this stage or preset takes") != std::string::npos);
+  CHECK(mr::parse_policy("xshare(k0=1,m=4,k=8,gate=dense)").outcome.ok());
+  // A negative count names the parameter instead of reading as "not given".
+  CHECK(error_of("xshare(k0=1,m=-1,k=8)") == "invalid parameter: greedy_mass.add = -1: must be at least 0");
+  CHECK(error_of("prune(k0=1) | greedy_mass(size=-3) | refine(k=8)") == "invalid parameter: greedy_mass.size = -3: must be at least 0");
+  CHECK(error_of("prune(k0=1) | greedy_mass(mass=-0.5) | refine(k=8)") == "invalid parameter: greedy_mass.mass = -0.5: must be in (0, 1]");
+  CHECK(error_of("prune(k0=1) | greedy_mass(gate=dense) | refine(k=8)") == "invalid parameter: greedy_mass: needs a target: add, size or mass");
+}
+
 TEST_CASE("parameter errors name the parameter and its value") {
   CHECK(error_of("oea(k0=9,k=8)") == "invalid parameter: prune.k0 = 9: must be at most the experts each token is assigned, refine.k = 8");
   CHECK(error_of("oea(k0=4,top_p=1.5,k=8)") == "invalid parameter: prune.top_p = 1.5: must be in (0, 1]");
@@ -70,7 +93,7 @@ TEST_CASE("parameter errors name the parameter and its value") {
   CHECK(error_of("lynx_acc(conf=2,budget=4,k=8)") == "invalid parameter: confidence_keep.min_confidence = 2: must be in [0, 1]");
   CHECK(error_of("lynx_lat(d=-1,k=8)") == "invalid parameter: vote_drop.d = -1: must not be negative");
   CHECK(error_of("xshare_ep(k0=1,m_g=-2,k=8)") == "invalid parameter: ep_fill.m_g = -2: must not be negative");
-  CHECK(error_of("prune(k0=2) | greedy_mass(add=1,size=3) | refine(k=8)") == "invalid parameter: greedy_mass.targets_given = 2: must be exactly one of add, size, mass");
+  CHECK(error_of("prune(k0=2) | greedy_mass(add=1,size=3) | refine(k=8)") == "invalid parameter: greedy_mass: takes one target of add, size and mass, not several");
   CHECK(error_of("topk(k=8,scale=0)") == "invalid parameter: refine.scale = 0: must be finite and positive");
   CHECK(error_of("prune(k0=2) | confidence_keep(conf=0.5,budget=3) | refine(k=8)").find("confidence_keep") != std::string::npos);
   CHECK(error_of("vote_drop(d=1) | refine(k=8)").find("vote_drop: cannot open a policy") != std::string::npos);

@@ -109,7 +109,7 @@ inline problem random_problem(std::mt19937& rng, const problem_options& options 
   p.type = static_cast<element>(uniform(0, 2));
   p.stride = p.ref.E + (chance(0.3) ? uniform(1, 5) : 0);
   p.ref.scoring = static_cast<naive::mode>(uniform(0, 3));
-  if ((p.ref.scoring == naive::mode::sigmoid || p.ref.scoring == naive::mode::sqrtsoftplus) && chance(0.5)) {
+  if (p.ref.scoring != naive::mode::probabilities && chance(0.4)) {  // a selection bias: s = p + bias
     p.ref.bias.resize(p.ref.E);
     for (auto& b : p.ref.bias) b = std::normal_distribution<float>(0.0f, 0.5f)(rng);
   }

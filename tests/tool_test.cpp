@@ -127,9 +127,9 @@ TEST_CASE("moe-route exit statuses: 2 for bad arguments, 1 for bad input") {
   CHECK(run("route --help") == 0);
 
   CHECK(run_output("route" + s + " --policy 'oea(k0=2,k=4' " + out, dir.path) ==
-        "moe-route: syntax error in policy at column 13: expected ',' or ')' after an argument");
+        "moe-route: syntax error in policy at column 13: expected ',' or ')' after an argument in 'oea(k0=2,k=4'");
   CHECK(run_output("route" + s + " --policy 'oea(k0=6,k=4)'" + out, dir.path) ==
-        "moe-route: invalid parameter: prune.k0 = 6: must be at most the experts each token is assigned, refine.k = 4");
+        "moe-route: invalid parameter: prune.k0 = 6: must be at most the experts each token is assigned, refine.k = 4 in 'oea(k0=6,k=4)'");
 }
 
 namespace {
@@ -260,4 +260,80 @@ TEST_CASE("every subcommand has --help; trace commands exit 2 for arguments, 1 f
   CHECK(run("sweep --trace " + dir.file("t") + " --grid 'oea(k0=3..1,k=2)'") == 2);  // empty range
   CHECK(run("sweep --trace " + dir.file("t") + " --grid 'oea(k0=5..6,k=2)'") == 2);  // nothing fits
   CHECK(run("route --trace " + dir.file("t") + " --step 9 --policy 'topk(k=2)' --ids " + dir.file("i") + " --weights " + dir.file("w")) == 2);
+}
+
+TEST_CASE("moe-route outputs are all or nothing, and never land on another file") {
+  scratch_dir dir;
+  std::vector<float> scores(4 * 16);
+  for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>(i % 7);
+  mr::npy::write(dir.file("s.npy"), mr::npy::dtype::float32, {4, 16}, scores.data());
+  const std::string route = "route --scores " + dir.file("s.npy") + " --policy 'oea(k0=2,k=4)'";
+  const std::string outputs = " --ids " + dir.file("i.npy") + " --weights " + dir.file("w.npy");
+  auto write_text = [](const std::string& path, const std::string& text) { std::ofstream(path) << text; };
+
+  SUBCASE("a write that fails (file size limit) exits 1 and leaves the earlier outputs as they were") {
+    write_text(dir.file("i.npy"), "old ids");
+    write_text(dir.file("w.npy"), "old weights");
+    std::vector<float> many(4096 * 64, 1.0f);  // 1 MiB of scores: ids and weights of 64 KiB each
+    mr::npy::write(dir.file("big.npy"), mr::npy::dtype::float32, {4096, 64}, many.data());
+    // `ulimit -f 16` stops writes at 16 KiB with EFBIG, as a full disk stops them (SIGXFSZ ignored).
+    const std::string command = "trap '' XFSZ; ulimit -f 16; exec " + std::string(MOE_ROUTE_BINARY) + " route --scores " +
+                                dir.file("big.npy") + " --policy 'topk(k=8)'" + outputs + " > /dev/null 2> " + dir.file("err.txt");
+    const int status = std::system(("sh -c \"" + command + "\"").c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK(read_file(dir.file("err.txt")).find("moe-route: cannot write " + dir.file("i.npy")) == 0);
+    CHECK(read_file(dir.file("i.npy")) == "old ids");
+    CHECK(read_file(dir.file("w.npy")) == "old weights");
+    for (const auto& entry : fs::directory_iterator(dir.path)) CHECK(entry.path().string().find(".tmp") == std::string::npos);
+  }
+  SUBCASE("two outputs naming one file, in any spelling, are refused") {
+    CHECK(run(route + " --ids " + dir.file("o.npy") + " --weights " + dir.file("o.npy")) == 2);
+    CHECK(run(route + " --ids " + dir.file("o.npy") + " --weights " + (dir.path / "." / "o.npy").string()) == 2);
+    CHECK(run(route + " --ids " + dir.file("s.npy") + " --weights " + dir.file("w.npy")) == 2);  // over the input
+    CHECK(run_output(route + " --ids " + dir.file("o.npy") + " --weights " + dir.file("w.npy") + " --counts " + dir.file("o.npy"), dir.path)
+              .find("--ids and --counts name the same file") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir.file("o.npy")));
+  }
+  SUBCASE("a device or a directory is never replaced by an output") {
+    fs::create_directory(dir.file("d"));
+    CHECK(run(route + " --ids " + dir.file("d") + " --weights " + dir.file("w.npy")) == 1);
+    CHECK(run(route + " --ids /dev/null --weights " + dir.file("w.npy")) == 1);
+    CHECK_FALSE(fs::exists(dir.file("w.npy")));
+  }
+  SUBCASE("-h as an option's value is that value, not a request for help") {
+    CHECK(run(route + " --top-k -h" + outputs) == 2);
+    CHECK(run("route --scores " + dir.file("s.npy") + " --policy -h" + outputs) == 2);
+    CHECK(run(route + outputs + " --help") == 0);  // where an option name belongs it is help
+  }
+  SUBCASE("integers do not wrap, take no junk, and are not truncated from fractions") {
+    CHECK(run(route + " --top-k 4294967298" + outputs) == 2);
+    CHECK(run_output(route + " --top-k 4294967298" + outputs, dir.path) == "moe-route: --top-k = 4294967298: must be in [1, 32]");
+    CHECK(run(route + " --top-k 4.5" + outputs) == 2);
+    CHECK(run(route + " --sentinel 2147483648" + outputs) == 2);
+    CHECK(run(route + " --groups 4:2junk" + outputs) == 2);
+    CHECK(run(route + " --scale nan" + outputs) == 2);
+    CHECK(run(route + " --top-k 4" + outputs) == 0);
+  }
+}
+
+TEST_CASE("moe-route gen replaces an earlier trace whole, and nothing else") {
+  scratch_dir dir;
+  const std::string out = dir.file("t");
+  REQUIRE(run("gen --preset uniform --experts 16 --top-k 2 --tokens 4 --steps 2 --out " + out) == 0);
+  std::vector<std::uint8_t> mask(8, 1);
+  mr::npy::write(out + "/mask.npy", mr::npy::dtype::boolean, {8}, mask.data());  // a stale optional file
+  REQUIRE(run("gen --preset uniform --experts 16 --top-k 2 --tokens 4 --steps 3 --out " + out) == 0);
+  CHECK_FALSE(fs::exists(out + "/mask.npy"));
+  CHECK(mr::io::load_trace(out).tokens == 12);
+
+  fs::create_directory(dir.file("notes"));
+  std::ofstream(dir.file("notes") + "/todo.txt") << "keep me";
+  CHECK(run("gen --preset uniform --out " + dir.file("notes")) == 1);
+  CHECK(read_file(dir.file("notes") + "/todo.txt") == "keep me");
+  std::ofstream(dir.file("file")) << "x";
+  CHECK(run("gen --preset uniform --out " + dir.file("file") + "/below") == 1);  // parent is a file
+  CHECK(run("gen --preset uniform --layers 100000 --tokens 16384 --steps 100000 --out " + dir.file("huge")) == 2);
+  CHECK_FALSE(fs::exists(dir.file("huge")));
+  for (const auto& entry : fs::directory_iterator(dir.path)) CHECK(entry.path().string().find(".tmp") == std::string::npos);
 }

@@ -1,9 +1,11 @@
 // Router traces: save/load round trips, malformed directories, and the generator's
 // determinism and calibration.
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include <moe_routing/cpu/trace_replay.hpp>
 #include <moe_routing/io/trace.hpp>
 #include <moe_routing/synthetic/router_trace_generator.hpp>
 
@@ -119,7 +121,27 @@ TEST_CASE("malformed traces are refused with the file and the reason") {
       {"no trace.json", [](const fs::path& d) { fs::remove(d / "trace.json"); }, "trace.json: cannot open file"},
       {"broken json", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8,"); }, "trace.json: expected '\"'"},
       {"no top_k", [&](const fs::path& d) { write_json(d, "{\"layers\": 2}"); }, "missing \"top_k\""},
-      {"top_k above E", [&](const fs::path& d) { write_json(d, "{\"top_k\": 500}"); }, "top_k must be in [1, experts]"},
+      {"top_k above E", [&](const fs::path& d) { write_json(d, "{\"top_k\": 500}"); }, "top_k = 500 must be in [1, min(experts, 32)]"},
+      {"fractional top_k", [&](const fs::path& d) { write_json(d, "{\"top_k\": 4.9}"); }, "\"top_k\" must be a whole number in int range, not 4.9"},
+      {"top_k past int", [&](const fs::path& d) { write_json(d, "{\"top_k\": 4294967304}"); }, "\"top_k\" must be a whole number"},
+      {"trace.json a directory", [](const fs::path& d) { fs::remove(d / "trace.json"); fs::create_directory(d / "trace.json"); },
+       "trace.json: not a regular file"},
+      {"scores a directory", [](const fs::path& d) { fs::remove(d / "scores.npy"); fs::create_directory(d / "scores.npy"); },
+       "scores.npy: not a regular file"},
+      {"placement beyond the device limit", [&](const fs::path& d) {
+         std::vector<std::int32_t> p(128, 0);
+         p[5] = 1024;
+         write_offsets(d / "placement.npy", p);
+       }, "placement[5] = 1024 must be below max_experts = 1024"},
+      {"a step longer than one routing call", [&](const fs::path& d) {
+         std::vector<mr::float16> scores(std::size_t{16385} * 2, mr::to_float16(0.5f));
+         mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float16, {1, 16385, 2}, scores.data());
+         write_json(d, "{\"top_k\": 1}");
+         write_offsets(d / "steps.npy", {0, 16385});
+         fs::remove(d / "segments.npy");
+         fs::remove(d / "mask.npy");
+         fs::remove(d / "placement.npy");
+       }, "step 0 holds 16385 tokens, more than max_tokens = 16384"},
       {"declared layers disagree", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8, \"layers\": 3}"); }, "\"layers\" = 3 disagrees"},
       {"unknown scoring", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8, \"scoring\": \"relu\"}"); }, "unknown scoring 'relu'"},
       {"scores not 3-D", [](const fs::path& d) { float x[4] = {}; mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float32, {2, 2}, x); },
@@ -207,4 +229,44 @@ TEST_CASE("a request's consecutive tokens agree more than strangers do (realisti
     different += overlap(3, 4) + overlap(7, 8);  // last of one request, first of the next
   }
   CHECK(same > 1.3 * different);
+}
+
+TEST_CASE("replay averages quality over the steps that route a token; a step with none keeps nothing") {
+  auto config = small_config();  // 2 layers x 3 steps of 8 tokens
+  mr::io::trace t = mr::synthetic::generate_trace(config);
+  t.mask.assign(static_cast<std::size_t>(t.tokens), 1);
+  for (int i = t.step_begin(1); i < t.step_end(1); ++i) t.mask[static_cast<std::size_t>(i)] = 0;  // step 1: all padding
+  const auto policy = mr::parse_policy_or_throw("xshare(k0=1,m=2,k=8)");
+  const mr::cpu::policy_replay report = mr::cpu::replay_trace(t, policy, "xshare");
+  // Independently: the mean of measure_plan's retained mass over the (layer, step) pairs
+  // whose step has a valid token.
+  double sum = 0;
+  int counted = 0;
+  std::vector<std::int32_t> segments;
+  for (int layer = 0; layer < t.layers; ++layer) {
+    for (int s = 0; s < t.step_count(); ++s) {
+      const auto batch = t.batch<float>(layer, s, segments);
+      const int n = batch.tokens();
+      mr::routing_plan plan(n, 8, t.experts), base(n, 8, t.experts);
+      mr::cpu::workspace ws({n, t.experts, 8});
+      REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
+      REQUIRE(mr::cpu::route(mr::presets::vanilla(8), batch, base.view(), ws).ok());
+      const mr::plan_metrics m = mr::measure_plan(batch, plan, base);
+      if (m.valid_tokens == 0) continue;
+      sum += m.mean_retained_mass;
+      ++counted;
+    }
+  }
+  REQUIRE(counted == 4);
+  CHECK(report.overall.retained_mass.mean == doctest::Approx(sum / counted).epsilon(1e-12));
+  CHECK(report.overall.retained_mass.mean < 1.0);  // the masked step no longer counts as a perfect 1.0
+  CHECK(report.overall.steps == 6);
+  CHECK(report.overall.active.mean == doctest::Approx((report.layers[0].active.mean + report.layers[1].active.mean) / 2));
+
+  t.mask.assign(t.mask.size(), 0);  // nothing to route anywhere: no figure to report
+  const mr::cpu::policy_replay empty = mr::cpu::replay_trace(t, policy, "xshare");
+  CHECK(std::isnan(empty.overall.retained_mass.mean));
+  CHECK(std::isnan(empty.overall.recall.mean));
+  CHECK(std::isnan(empty.overall.latency_ratio.mean));
+  CHECK(empty.overall.active.mean == 0.0);
 }

@@ -117,7 +117,7 @@ struct device_problem {
 
   mr::plan_view plan_view(mr::padding pad) const {
     return {ids.get(), weights.get(), counts.get(), summary.get(), p.ref.n, p.top_k, pad,
-            expert_tokens.get(), p.ref.G > 0 ? device_loads.get() : nullptr, guaranteed.get()};
+            expert_tokens.get(), p.ref.G > 0 ? device_loads.get() : nullptr, guaranteed.get(), p.ref.E, p.ref.G};
   }
 
   template <class Policy>

@@ -13,7 +13,11 @@ class byte_stream {
   byte_stream(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
 
   std::uint8_t u8() { return position_ < size_ ? data_[position_++] : 0; }
-  std::uint16_t u16() { return static_cast<std::uint16_t>(u8() | (u8() << 8)); }
+  std::uint16_t u16() {  // low byte first: the seed corpora were written in this order
+    const std::uint16_t low = u8();
+    const std::uint16_t high = u8();
+    return static_cast<std::uint16_t>(low | (high << 8));
+  }
   std::uint32_t u32() { return static_cast<std::uint32_t>(u16()) | (static_cast<std::uint32_t>(u16()) << 16); }
   /// An integer in [lo, hi].
   int in(int lo, int hi) { return lo + static_cast<int>(u16() % static_cast<unsigned>(hi - lo + 1)); }

@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   p.type = static_cast<test::element>(in.u8() % 3);
   p.stride = p.ref.E + in.in(0, 3);
   p.ref.scoring = static_cast<naive::mode>(in.u8() % 4);
-  if (in.flag() && (p.ref.scoring == naive::mode::sigmoid || p.ref.scoring == naive::mode::sqrtsoftplus)) {
+  if (in.flag() && p.ref.scoring != naive::mode::probabilities) {
     p.ref.bias.resize(p.ref.E);
     for (auto& b : p.ref.bias) b = static_cast<float>(static_cast<std::int8_t>(in.u8())) / 64.0f;
   }

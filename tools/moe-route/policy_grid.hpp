@@ -11,19 +11,18 @@
 
 namespace moe_route {
 
+/// The most policies one grid may stand for, and the most values of one range.
+inline constexpr std::size_t max_grid_policies = 10000;
+
 /// The values of one `a..b` or `a..b:step` range (step 1 by default).
 inline std::vector<std::string> range_values(const std::string& range, const std::string& grid) {
   const auto dots = range.find("..");
   const auto colon = range.find(':', dots);
-  double lo = 0, hi = 0, step = 1;
-  try {
-    lo = std::stod(range.substr(0, dots));
-    hi = std::stod(range.substr(dots + 2, colon == std::string::npos ? std::string::npos : colon - dots - 2));
-    if (colon != std::string::npos) step = std::stod(range.substr(colon + 1));
-  } catch (const std::exception&) {
-    throw usage_error("bad range '" + range + "' in grid '" + grid + "' (expected A..B or A..B:STEP)");
-  }
-  if (!(step > 0) || hi < lo || (hi - lo) / step > 10000) {
+  const std::string where = "range '" + range + "' in grid '" + grid + "' (A..B or A..B:STEP)";
+  const double lo = parse_finite(range.substr(0, dots), where);
+  const double hi = parse_finite(range.substr(dots + 2, colon == std::string::npos ? std::string::npos : colon - dots - 2), where);
+  const double step = colon == std::string::npos ? 1.0 : parse_finite(range.substr(colon + 1), where);
+  if (!(step > 0) || hi < lo || (hi - lo) / step >= max_grid_policies) {
     throw usage_error("bad range '" + range + "' in grid '" + grid + "' (need A <= B, STEP > 0, at most 10000 values)");
   }
   std::vector<std::string> values;
@@ -52,11 +51,14 @@ inline std::vector<std::string> expand_grid(const std::string& grid) {
     std::size_t end = grid.find_first_of(",)| ", dots);
     if (end == std::string::npos) end = grid.size();
     const std::vector<std::string> values = range_values(grid.substr(begin, end - begin), grid);
+    // Checked before expanding: two ranges of 10000 values would otherwise build 10^8 texts.
+    if (results.size() * values.size() > max_grid_policies) {
+      throw usage_error("grid '" + grid + "' expands to more than " + std::to_string(max_grid_policies) + " policies");
+    }
     std::vector<std::string> next;
     for (const auto& prefix : results) {
       for (const auto& v : values) next.push_back(prefix + grid.substr(at, begin - at) + v);
     }
-    if (next.size() > 10000) throw usage_error("grid '" + grid + "' expands to more than 10000 policies");
     results = std::move(next);
     at = end;
   }

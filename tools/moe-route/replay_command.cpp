@@ -24,22 +24,27 @@ constexpr const char* replay_help =
 }  // namespace
 
 int replay_command(const std::vector<std::string>& words) {
-  if (has_help(words)) {
+  const arguments args(words, {"trace", "policy", "t-fetch", "t-token"}, {"json", "csv"});
+  if (args.help()) {
     std::fputs(replay_help, stdout);
     return 0;
   }
-  const arguments args(words, {"trace", "policy", "t-fetch", "t-token"}, {"json", "csv"});
+  args.exclusive("json", "csv");
   const std::vector<std::string> texts = args.all("policy");
   if (texts.empty()) throw usage_error("missing required option --policy");
-  const mr::latency_model model{args.real("t-fetch", 1.0), args.real("t-token", 0.0)};
+  const mr::latency_model model = read_latency_model(args);
   std::vector<mr::runtime_policy> policies;
   for (const auto& text : texts) policies.push_back(parse_or_usage(text));
   const std::string dir = args.required("trace");
   const mr::io::trace trace = load_trace_or_fail(dir);
-  std::vector<mr::cpu::policy_replay> reports;
+  // Every policy is checked before the first one runs: a mistake in the last one should not
+  // cost the others' replay.
   for (std::size_t p = 0; p < policies.size(); ++p) {
     const mr::status bound = mr::bind_policy(policies[p], {trace.experts, trace.top_k, !trace.placement.empty()});
     if (!bound.ok()) throw usage_error(mr::to_string(bound) + " in '" + texts[p] + "'");
+  }
+  std::vector<mr::cpu::policy_replay> reports;
+  for (std::size_t p = 0; p < policies.size(); ++p) {
     reports.push_back(mr::cpu::replay_trace(trace, policies[p], texts[p], model,
                                             stderr_progress("replay " + std::to_string(p + 1) + "/" + std::to_string(policies.size()))));
   }

@@ -1,8 +1,10 @@
 #pragma once
 // Formats replay reports as a human table, JSON or CSV.
 
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <moe_routing/cpu/trace_replay.hpp>
@@ -21,18 +23,42 @@ inline std::string json_escape(const std::string& text) {
   return out;
 }
 
-/// `"mean_active": .., "spread_active": .., ...` for one set of figures.
+/// A figure as text: `missing` when no step counted it (NaN), else 6 significant digits.
+inline std::string figure_text(double value, const char* missing) {
+  if (std::isnan(value)) return missing;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+/// Each figure's mean and spread in report order, with the names the JSON and CSV use.
+inline std::vector<std::pair<std::string, double>> named_figures(const mr::cpu::replay_figures& f) {
+  return {{"mean_active", f.active.mean},
+          {"spread_active", f.active.spread},
+          {"mean_selected", f.selected.mean},
+          {"spread_selected", f.selected.spread},
+          {"mean_retained_mass", f.retained_mass.mean},
+          {"spread_retained_mass", f.retained_mass.spread},
+          {"mean_recall", f.recall.mean},
+          {"spread_recall", f.recall.spread},
+          {"max_device_load", f.max_device_load.mean},
+          {"spread_max_device_load", f.max_device_load.spread},
+          {"modelled_latency_ratio", f.latency_ratio.mean},
+          {"spread_modelled_latency_ratio", f.latency_ratio.spread}};
+}
+
+/// `"mean_active": .., "spread_active": .., ...` for one set of figures (null: no step
+/// with a valid token).
 inline std::string json_figures(const mr::cpu::replay_figures& f) {
-  char buffer[768];
-  std::snprintf(buffer, sizeof buffer,
-                "\"mean_active\": %.6g, \"spread_active\": %.6g, \"mean_selected\": %.6g, \"spread_selected\": %.6g, "
-                "\"mean_retained_mass\": %.6g, \"spread_retained_mass\": %.6g, \"mean_recall\": %.6g, \"spread_recall\": %.6g, "
-                "\"max_device_load\": %.6g, \"spread_max_device_load\": %.6g, \"modelled_latency_ratio\": %.6g, "
-                "\"spread_modelled_latency_ratio\": %.6g, \"steps\": %d",
-                f.active.mean, f.active.spread, f.selected.mean, f.selected.spread, f.retained_mass.mean,
-                f.retained_mass.spread, f.recall.mean, f.recall.spread, f.max_device_load.mean, f.max_device_load.spread,
-                f.latency_ratio.mean, f.latency_ratio.spread, f.steps);
-  return buffer;
+  std::string out;
+  for (const auto& [name, value] : named_figures(f)) {
+    out += '"';
+    out += name;
+    out += "\": ";
+    out += figure_text(value, "null");
+    out += ", ";
+  }
+  return out + "\"steps\": " + std::to_string(f.steps);
 }
 
 inline void print_json(const std::string& trace_dir, const std::vector<mr::cpu::policy_replay>& reports) {
@@ -48,22 +74,27 @@ inline void print_json(const std::string& trace_dir, const std::vector<mr::cpu::
   std::printf("\n]}\n");
 }
 
-inline const char* csv_header() {
-  return "policy,layer,mean_active,spread_active,mean_selected,spread_selected,mean_retained_mass,spread_retained_mass,"
-         "mean_recall,spread_recall,max_device_load,spread_max_device_load,modelled_latency_ratio,spread_modelled_latency_ratio,steps";
+inline std::string csv_header() {
+  std::string out = "policy,layer";
+  for (const auto& [name, value] : named_figures({})) {
+    out += ',';
+    out += name;
+  }
+  return out + ",steps";
 }
 
+/// One CSV row; a figure no step counted is an empty field.
 inline std::string csv_row(const std::string& policy, const std::string& layer, const mr::cpu::replay_figures& f) {
-  char buffer[512];
-  std::snprintf(buffer, sizeof buffer, "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d", f.active.mean,
-                f.active.spread, f.selected.mean, f.selected.spread, f.retained_mass.mean, f.retained_mass.spread,
-                f.recall.mean, f.recall.spread, f.max_device_load.mean, f.max_device_load.spread, f.latency_ratio.mean,
-                f.latency_ratio.spread, f.steps);
-  return "\"" + policy + "\"," + layer + "," + buffer;
+  std::string out = "\"" + policy + "\"," + layer;
+  for (const auto& [name, value] : named_figures(f)) {
+    out += ',';
+    out += figure_text(value, "");
+  }
+  return out + "," + std::to_string(f.steps);
 }
 
 inline void print_csv(const std::vector<mr::cpu::policy_replay>& reports) {
-  std::printf("%s\n", csv_header());
+  std::printf("%s\n", csv_header().c_str());
   for (const auto& r : reports) {
     std::printf("%s\n", csv_row(r.policy, "all", r.overall).c_str());
     for (std::size_t l = 0; l < r.layers.size(); ++l) std::printf("%s\n", csv_row(r.policy, std::to_string(l), r.layers[l]).c_str());

@@ -2,13 +2,14 @@
 // and write a CSV and an SVG Pareto plot of |active| against retained mass.
 
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <moe_routing/moe_routing.hpp>
 
 #include "command_line.hpp"
+#include "output_files.hpp"
 #include "pareto_svg.hpp"
 #include "policy_grid.hpp"
 #include "replay_output.hpp"
@@ -29,14 +30,18 @@ constexpr const char* sweep_help =
 }  // namespace
 
 int sweep_command(const std::vector<std::string>& words) {
-  if (has_help(words)) {
+  const arguments args(words, {"trace", "grid", "csv", "svg", "t-fetch", "t-token"});
+  if (args.help()) {
     std::fputs(sweep_help, stdout);
     return 0;
   }
-  const arguments args(words, {"trace", "grid", "csv", "svg", "t-fetch", "t-token"});
+  const std::string csv_path = args.get("csv", "sweep.csv"), svg_path = args.get("svg", "sweep.svg");
+  refuse_shared_paths({{"csv", csv_path}, {"svg", svg_path}});
+  check_destination(csv_path);
+  check_destination(svg_path);
   const std::vector<std::string> grids = args.all("grid");
   if (grids.empty()) throw usage_error("missing required option --grid");
-  const mr::latency_model model{args.real("t-fetch", 1.0), args.real("t-token", 0.0)};
+  const mr::latency_model model = read_latency_model(args);
   struct configuration {
     int grid;
     std::string text;
@@ -75,17 +80,17 @@ int sweep_command(const std::vector<std::string>& words) {
   if (points.empty()) throw usage_error("no configuration of the grid fits the trace");
   mark_pareto(points);
 
-  const std::string csv_path = args.get("csv", "sweep.csv"), svg_path = args.get("svg", "sweep.svg");
-  std::ofstream csv(csv_path);
+  std::ostringstream csv;
   csv << "grid," << csv_header() << ",pareto\n";
   for (std::size_t i = 0; i < reports.size(); ++i) {
     csv << '"' << grids[static_cast<std::size_t>(points[i].series)] << "\"," << csv_row(reports[i].policy, "all", reports[i].overall)
         << ',' << (points[i].pareto ? 1 : 0) << '\n';
   }
-  std::ofstream svg(svg_path);
-  svg << pareto_svg(points, grids, "Policy sweep over " + dir + " (E = " + std::to_string(trace.experts) + ", k = " +
-                                       std::to_string(trace.top_k) + ")");
-  if (!csv || !svg) throw input_error("cannot write " + csv_path + " or " + svg_path);
+  output_files outputs;
+  outputs.write(csv_path, csv.str());
+  outputs.write(svg_path, pareto_svg(points, grids, "Policy sweep over " + dir + " (E = " + std::to_string(trace.experts) +
+                                                        ", k = " + std::to_string(trace.top_k) + ")"));
+  outputs.commit();
   std::printf("swept %zu configurations over %s: %s, %s\n", points.size(), dir.c_str(), csv_path.c_str(), svg_path.c_str());
   return 0;
 }

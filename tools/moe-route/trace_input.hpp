@@ -31,6 +31,15 @@ inline moe_routing::runtime_policy parse_or_usage(const std::string& text) {
   return parsed.policy;
 }
 
+/// --t-fetch (finite, > 0) and --t-token (finite, >= 0): the latency model's times. A zero
+/// or negative fetch time would make every ratio 1 or meaningless.
+inline moe_routing::latency_model read_latency_model(const arguments& args) {
+  const moe_routing::latency_model model{args.real("t-fetch", 1.0), args.real("t-token", 0.0)};
+  if (!(model.t_fetch > 0)) throw usage_error("--t-fetch = " + args.get("t-fetch", "") + ": must be above 0");
+  if (!(model.t_token >= 0)) throw usage_error("--t-token = " + args.get("t-token", "") + ": must be at least 0");
+  return model;
+}
+
 /// Prints "WHAT: N%" on stderr at every tenth of the work.
 inline moe_routing::cpu::replay_progress stderr_progress(const std::string& what) {
   return [what, last = -1](long long done, long long total) mutable {

@@ -39,6 +39,21 @@ struct group_limit {
   MOE_ROUTING_HOST_DEVICE constexpr bool enabled() const noexcept { return n_group > 0; }
 };
 
+/// A group limit's own shape against E: groups divide the experts, and at least one of
+/// them is kept.
+MOE_ROUTING_HOST_DEVICE constexpr status validate_groups(const group_limit& g, int experts) noexcept {
+  if (g.n_group < 0) return fail(errc::invalid_parameter, "groups.n_group", g.n_group, "must be 0 (off) or positive");
+  if (!g.enabled()) return {};
+  if (g.n_group > experts || experts % g.n_group != 0) {
+    return fail(errc::invalid_parameter, "groups.n_group", g.n_group, "must divide the expert count", "batch.E", experts);
+  }
+  if (g.topk_group < 1 || g.topk_group > g.n_group) {
+    return fail(errc::invalid_parameter, "groups.topk_group", g.topk_group, "must be in [1, groups.n_group]",
+                "groups.n_group", g.n_group);
+  }
+  return {};
+}
+
 template <score_element Element>
 struct routing_batch {
   score_view<Element> scores;
@@ -93,26 +108,12 @@ constexpr status validate_batch_shape(const routing_batch<Element>& batch) noexc
     return fail(errc::null_pointer, "batch.scores.data", 0, "must not be null when", "batch.n",
                 n);
   }
-  if (batch.bias != nullptr && batch.mode != scoring::sigmoid &&
-      batch.mode != scoring::sqrtsoftplus) {
+  if (batch.bias != nullptr && batch.mode == scoring::probabilities) {
     return fail(errc::invalid_parameter, "batch.bias", 1,
-                "applies only to sigmoid and sqrtsoftplus scoring; scoring mode is",
-                "batch.mode", static_cast<int>(batch.mode));
+                "does not apply to probabilities input (s = p); scoring mode is", "batch.mode",
+                static_cast<int>(batch.mode));
   }
-  if (batch.groups.enabled()) {
-    const auto& g = batch.groups;
-    if (g.n_group > experts || experts % g.n_group != 0) {
-      return fail(errc::invalid_parameter, "groups.n_group", g.n_group,
-                  "must divide the expert count", "batch.E", experts);
-    }
-    if (g.topk_group < 1 || g.topk_group > g.n_group) {
-      return fail(errc::invalid_parameter, "groups.topk_group", g.topk_group,
-                  "must be in [1, groups.n_group]", "groups.n_group", g.n_group);
-    }
-  } else if (batch.groups.n_group < 0) {
-    return fail(errc::invalid_parameter, "groups.n_group", batch.groups.n_group,
-                "must be 0 (off) or positive");
-  }
+  MOE_ROUTING_TRY(validate_groups(batch.groups, experts));
   if (batch.segments != nullptr && batch.request_count < 0) {
     return fail(errc::invalid_input, "batch.request_count", batch.request_count,
                 "must not be negative");
@@ -120,6 +121,19 @@ constexpr status validate_batch_shape(const routing_batch<Element>& batch) noexc
   if (batch.placement != nullptr && (batch.device_count < 1 || batch.device_count > max_experts)) {
     return fail(errc::invalid_input, "batch.device_count", batch.device_count,
                 "must be in [1, max_experts] when a placement is given", "max_experts", max_experts);
+  }
+  return {};
+}
+
+/// A group limit must leave every token at least `top_k` candidates (SPEC section 1):
+/// filling a row from outside its kept groups, by index, is what no engine does.
+MOE_ROUTING_HOST_DEVICE constexpr status validate_group_candidates(const group_limit& groups, int experts,
+                                                                   int top_k) noexcept {
+  if (!groups.enabled() || groups.n_group <= 0 || experts % groups.n_group != 0) return {};
+  const int candidates = groups.topk_group * (experts / groups.n_group);
+  if (candidates < top_k) {
+    return fail(errc::invalid_parameter, "groups.topk_group", groups.topk_group,
+                "leaves topk_group * E / n_group candidate experts, fewer than", "plan.top_k", top_k);
   }
   return {};
 }

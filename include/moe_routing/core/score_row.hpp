@@ -45,14 +45,18 @@ MOE_ROUTING_HOST_DEVICE inline float probability_of(scoring mode, float x,
   return x;
 }
 
-/// The selection score s of an expert given its input x and p.
-MOE_ROUTING_HOST_DEVICE inline float selection_score(scoring mode, float x, float p,
-                                                     const float* bias, int expert) noexcept {
-  if (mode == scoring::softmax) return x;  // same order as p, without exp's rounding
-  if (bias != nullptr && (mode == scoring::sigmoid || mode == scoring::sqrtsoftplus)) {
-    return p + bias[expert];
-  }
-  return p;
+/// The selection score s of an expert (SPEC section 1): its p, plus bias[e] when a bias
+/// is given. Group scores sum these.
+MOE_ROUTING_HOST_DEVICE inline float selection_score(float p, const float* bias, int expert) noexcept {
+  return bias != nullptr ? p + bias[expert] : p;
+}
+
+/// The value an expert is ranked by. Without a bias, the input x itself: every scoring
+/// maps x to p monotonically, so the order is s's, without exp's rounding (identical on
+/// every backend) and without the ties where p saturates to 1 or underflows to 0. With a
+/// bias, s = p + bias.
+MOE_ROUTING_HOST_DEVICE inline float rank_score(float x, float p, const float* bias, int expert) noexcept {
+  return bias != nullptr ? p + bias[expert] : x;
 }
 
 namespace detail {
@@ -115,19 +119,19 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
                                             float* p, rank_key* keys, float* scratch) noexcept {
   row_stats stats;
   for (int e = 0; e < experts; ++e) p[e] = to_float(row[e]);
+  if (bias == nullptr) {
+    for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(p[e], e);  // ranked by the input
+  }
   if (mode == scoring::softmax) {
-    for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(p[e], e);  // rank by logits
     detail::softmax_in_place(p, experts, stats);
-    if (groups.enabled()) {
-      for (int e = 0; e < experts; ++e) scratch[e] = p[e];
-    }
   } else {
-    for (int e = 0; e < experts; ++e) {
-      p[e] = probability_of(mode, p[e], stats);
-      const float s = selection_score(mode, 0.0f, p[e], bias, e);
-      keys[e] = make_rank_key(s, e);
-      if (groups.enabled()) scratch[e] = s;
-    }
+    for (int e = 0; e < experts; ++e) p[e] = probability_of(mode, p[e], stats);
+  }
+  if (bias != nullptr) {
+    for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(selection_score(p[e], bias, e), e);
+  }
+  if (groups.enabled()) {
+    for (int e = 0; e < experts; ++e) scratch[e] = selection_score(p[e], bias, e);
   }
   bool group_kept[max_experts];
   const int group_size = groups.enabled() ? experts / groups.n_group : experts;
@@ -164,14 +168,14 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
   return stats;
 }
 
-/// Rank keys of one row without its p, for rescoring a row later: softmax needs no
-/// exp (it ranks by logits) unless a group limit needs p. `p` and `scratch` are
-/// scratch space of E floats.
+/// Rank keys of one row without its p, for rescoring a row later: without a bias the row
+/// ranks by its input values and needs no p, unless a group limit does. `p` and `scratch`
+/// are scratch space of E floats.
 template <score_element Element>
 MOE_ROUTING_HOST_DEVICE void rank_row(const Element* row, int experts, scoring mode,
                                       const float* bias, const group_limit& groups, float* p,
                                       rank_key* keys, float* scratch) noexcept {
-  if (mode == scoring::softmax && !groups.enabled()) {
+  if (bias == nullptr && !groups.enabled()) {
     for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(to_float(row[e]), e);
     return;
   }

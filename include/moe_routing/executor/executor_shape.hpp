@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "moe_routing/core/config.hpp"
 #include "moe_routing/core/status.hpp"
 #include "moe_routing/executor/expert_weights.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
@@ -26,25 +27,50 @@ struct executor_shape {
   bool bf16_activations = true;
 };
 
+/// Whether an executor workspace of `shape` serves weights `w` at n tokens and plan width
+/// k, naming the first size that does not fit.
+template <score_element Weight>
+constexpr status check_executor_workspace(const executor_shape& shape, int n, int top_k,
+                                          const expert_weights<Weight>& w) noexcept {
+  constexpr auto too_small = errc::workspace_too_small;
+  if (shape.max_tokens < n) return fail(too_small, "executor_shape.max_tokens", shape.max_tokens, "must be at least", "n", n);
+  if (shape.top_k < top_k) return fail(too_small, "executor_shape.top_k", shape.top_k, "must be at least", "plan.top_k", top_k);
+  if (shape.experts < w.experts) {
+    return fail(too_small, "executor_shape.experts", shape.experts, "must be at least", "weights.experts", w.experts);
+  }
+  if (shape.hidden != w.hidden) return fail(too_small, "executor_shape.hidden", shape.hidden, "must equal", "weights.hidden", w.hidden);
+  if (shape.intermediate < w.intermediate) {
+    return fail(too_small, "executor_shape.intermediate", shape.intermediate, "must be at least", "weights.intermediate",
+                w.intermediate);
+  }
+  if (shape.shared_experts < w.shared_experts) {
+    return fail(too_small, "executor_shape.shared_experts", shape.shared_experts, "must be at least",
+                "weights.shared_experts", w.shared_experts);
+  }
+  const int widest = std::max(w.intermediate, w.shared_intermediate);
+  if (std::max(shape.intermediate, shape.shared_intermediate) < widest) {
+    return fail(too_small, "executor_shape.shared_intermediate", shape.shared_intermediate,
+                "must be at least the widest expert's intermediate size", "weights.shared_intermediate", widest);
+  }
+  return {};
+}
+
 /// The weights view, the call's pointers and shapes, and the workspace's fit. Reads no
 /// array beyond the weights' pointer tables, so it checks device buffers too.
 template <score_element Weight>
 status check_executor_call(const float* x, int n, const plan_view& plan, const expert_weights<Weight>& w, const float* y,
                            const executor_shape& shape) noexcept {
   MOE_ROUTING_TRY(validate_weights(w));
+  if (n < 0 || n > max_tokens) return fail(errc::shape_mismatch, "n", n, "must be in [0, max_tokens]", "max_tokens", max_tokens);
   if (plan.tokens != n) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "n", n);
+  if (plan.top_k < 1 || plan.top_k > max_top_k) {
+    return fail(errc::invalid_parameter, "plan.top_k", plan.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
+  }
   if (n > 0 && (x == nullptr || y == nullptr)) return fail(errc::null_pointer, "x/y", 0, "must not be null when", "n", n);
   if (n > 0 && (plan.ids == nullptr || plan.weights == nullptr || plan.counts == nullptr)) {
     return fail(errc::null_pointer, "plan.ids/weights/counts", 0, "must not be null when", "n", n);
   }
-  if (shape.max_tokens < n || shape.top_k < plan.top_k || shape.experts < w.experts || shape.hidden != w.hidden ||
-      shape.intermediate < w.intermediate || shape.shared_experts < w.shared_experts ||
-      std::max(shape.intermediate, shape.shared_intermediate) < std::max(w.intermediate, w.shared_intermediate)) {
-    return fail(errc::workspace_too_small, "executor_workspace", 0,
-                "was sized for fewer tokens, a smaller k, fewer or narrower experts, or another hidden size d; hidden", "d",
-                w.hidden);
-  }
-  return {};
+  return check_executor_workspace(shape, n, plan.top_k, w);
 }
 
 }  // namespace moe_routing

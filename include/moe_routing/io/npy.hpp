@@ -5,7 +5,10 @@
 /// Errors throw `npy_error` with the file name and what is wrong with it.
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -93,8 +96,23 @@ inline std::string_view dict_value(std::string_view header, std::string_view key
 
 }  // namespace detail
 
-/// Parses a whole `.npy` file held in memory. `origin` names it in error messages.
-inline array parse(const unsigned char* bytes, std::size_t length, const std::string& origin) {
+/// What a `.npy` header declares: the element type, the shape, where the data starts
+/// and how many bytes it takes (the shape's product checked for overflow).
+struct header_info {
+  dtype type = dtype::float32;
+  std::vector<std::size_t> shape;
+  std::size_t data_start = 0;
+  std::size_t payload = 0;
+};
+
+/// The longest header accepted: numpy writes well under a kilobyte; a larger one is a
+/// corrupt or hostile file, and is refused before it is read.
+inline constexpr std::size_t max_header_bytes = std::size_t{1} << 20;
+
+/// Reads the preamble and header dictionary from the first `length` bytes of a file
+/// (enough when `length` >= data_start; `needs_more` is set otherwise).
+inline header_info parse_header(const unsigned char* bytes, std::size_t length, const std::string& origin,
+                                bool* needs_more = nullptr) {
   static constexpr unsigned char magic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (length < 10 || std::memcmp(bytes, magic, sizeof magic) != 0) {
     throw npy_error(origin + ": not a .npy file (bad magic string)");
@@ -112,10 +130,23 @@ inline array parse(const unsigned char* bytes, std::size_t length, const std::st
   } else {
     throw npy_error(origin + ": unsupported .npy format version " + std::to_string(major));
   }
-  if (header_start + header_length > length) throw npy_error(origin + ": truncated header");
+  if (header_length > max_header_bytes) {
+    throw npy_error(origin + ": header of " + std::to_string(header_length) + " bytes is larger than " +
+                    std::to_string(max_header_bytes));
+  }
+  if (header_start + header_length > length) {
+    if (needs_more != nullptr) {
+      *needs_more = true;
+      header_info partial;
+      partial.data_start = header_start + header_length;
+      return partial;
+    }
+    throw npy_error(origin + ": truncated header");
+  }
   const std::string_view header(reinterpret_cast<const char*>(bytes + header_start), header_length);
 
-  array result;
+  header_info result;
+  result.data_start = header_start + header_length;
   const std::string_view type = detail::dict_value(header, "descr", origin);
   bool known = false;
   for (dtype candidate : {dtype::float32, dtype::float16, dtype::int32, dtype::int64, dtype::boolean, dtype::uint8}) {
@@ -134,6 +165,7 @@ inline array parse(const unsigned char* bytes, std::size_t length, const std::st
   }
   const std::string_view shape = detail::dict_value(header, "shape", origin);
   std::size_t position = 1;
+  std::size_t payload = item_size(result.type);
   while (position < shape.size()) {
     while (position < shape.size() && (shape[position] == ' ' || shape[position] == ',')) ++position;
     if (position >= shape.size() || shape[position] == ')') break;
@@ -145,23 +177,63 @@ inline array parse(const unsigned char* bytes, std::size_t length, const std::st
       if (extent > (std::size_t{1} << 40)) throw npy_error(origin + ": shape extent too large");
     }
     if (!digits) throw npy_error(origin + ": malformed shape '" + std::string(shape) + "'");
+    if (extent != 0 && payload > (std::size_t{1} << 60) / extent) {
+      throw npy_error(origin + ": shape " + std::string(shape) + " holds more bytes than any file can");
+    }
+    payload *= extent;
     result.shape.push_back(extent);
   }
-  const std::size_t payload = result.size() * item_size(result.type);
-  const std::size_t data_start = header_start + header_length;
-  if (length - data_start < payload) {
-    throw npy_error(origin + ": truncated data: shape needs " + std::to_string(payload) +
-                    " bytes, file holds " + std::to_string(length - data_start));
-  }
-  result.bytes.assign(bytes + data_start, bytes + data_start + payload);
+  result.payload = payload;
   return result;
 }
 
+/// Parses a whole `.npy` file held in memory. `origin` names it in error messages.
+inline array parse(const unsigned char* bytes, std::size_t length, const std::string& origin) {
+  const header_info header = parse_header(bytes, length, origin);
+  if (length - header.data_start < header.payload) {
+    throw npy_error(origin + ": truncated data: shape needs " + std::to_string(header.payload) +
+                    " bytes, file holds " + std::to_string(length - header.data_start));
+  }
+  array result;
+  result.type = header.type;
+  result.shape = header.shape;
+  result.bytes.assign(bytes + header.data_start, bytes + header.data_start + header.payload);
+  return result;
+}
+
+/// Reads a `.npy` file: a regular file only (never a directory, device or pipe), and
+/// never more bytes than its header declares, which must be in the file.
 inline array read(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) throw npy_error(path + ": cannot open file");
+  if (!std::filesystem::is_regular_file(status)) throw npy_error(path + ": not a regular file");
+  const std::uintmax_t file_size = std::filesystem::file_size(path, error);
+  if (error) throw npy_error(path + ": cannot read the file size");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw npy_error(path + ": cannot open file");
-  const std::vector<unsigned char> content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse(content.data(), content.size(), path);
+  std::vector<unsigned char> content(static_cast<std::size_t>(std::min<std::uintmax_t>(file_size, 4096)));
+  in.read(reinterpret_cast<char*>(content.data()), static_cast<std::streamsize>(content.size()));
+  bool needs_more = false;
+  header_info header = parse_header(content.data(), content.size(), path, &needs_more);
+  if (needs_more) {
+    if (header.data_start > file_size) throw npy_error(path + ": truncated header");
+    content.resize(header.data_start);
+    in.read(reinterpret_cast<char*>(content.data() + 4096), static_cast<std::streamsize>(header.data_start - 4096));
+    header = parse_header(content.data(), content.size(), path);
+  }
+  if (file_size - header.data_start < header.payload) {
+    throw npy_error(path + ": truncated data: shape needs " + std::to_string(header.payload) +
+                    " bytes, file holds " + std::to_string(file_size - header.data_start));
+  }
+  array result;
+  result.type = header.type;
+  result.shape = header.shape;
+  result.bytes.resize(header.payload);
+  in.seekg(static_cast<std::streamoff>(header.data_start));
+  in.read(reinterpret_cast<char*>(result.bytes.data()), static_cast<std::streamsize>(header.payload));
+  if (!in && header.payload > 0) throw npy_error(path + ": read failed");
+  return result;
 }
 
 /// The bytes of a version-1 `.npy` file (header padded to 64 bytes, as numpy does).
@@ -195,6 +267,7 @@ inline void write(const std::string& path, dtype type, const std::vector<std::si
   std::ofstream out(path, std::ios::binary);
   if (!out) throw npy_error(path + ": cannot create file");
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.close();  // flushes: a full disk may only show here
   if (!out) throw npy_error(path + ": write failed");
 }
 

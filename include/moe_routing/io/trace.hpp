@@ -15,15 +15,18 @@
 /// `load_trace` checks that the files agree and throws `trace_error` naming the file.
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <vector>
 
 #include "moe_routing/core/batch.hpp"
+#include "moe_routing/core/config.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/io/flat_json.hpp"
 #include "moe_routing/io/npy.hpp"
@@ -111,6 +114,9 @@ inline scoring parse_scoring(const std::string& text, const std::string& origin)
   throw trace_error(origin + ": unknown scoring '" + text + "'");
 }
 
+/// The most layers a trace directory may hold.
+inline constexpr int max_layers = 4096;
+
 namespace detail {
 
 inline std::vector<std::int32_t> read_offsets(const std::filesystem::path& file, const char* what) {
@@ -126,6 +132,39 @@ inline std::vector<std::int32_t> read_offsets(const std::filesystem::path& file,
     out[i] = static_cast<std::int32_t>(v);
   }
   return out;
+}
+
+/// The text of trace.json: a regular file of at most 1 MiB (it holds a few fields).
+inline std::string read_metadata(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) throw trace_error(path + ": cannot open file");
+  if (!std::filesystem::is_regular_file(status)) throw trace_error(path + ": not a regular file");
+  if (std::filesystem::file_size(path) > (std::size_t{1} << 20)) throw trace_error(path + ": larger than 1 MiB");
+  std::ifstream in(path);
+  if (!in) throw trace_error(path + ": cannot open file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// A metadata field as an int: the whole text, no fraction, no junk, in int range.
+inline int whole_number(const std::string& text, const std::string& origin, const char* key) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc{} || stop != end) {
+    throw trace_error(origin + ": \"" + key + "\" must be a whole number in int range, not " + text);
+  }
+  return value;
+}
+
+/// Tokens and experts of the scores, checked before they become ints.
+inline void check_extents(std::size_t tokens, std::size_t experts, const std::string& origin) {
+  if (tokens > (std::size_t{1} << 30) || experts < 2 || experts > static_cast<std::size_t>(max_experts)) {
+    throw trace_error(origin + ": " + std::to_string(tokens) + " tokens of " + std::to_string(experts) +
+                      " experts: tokens must be at most 2^30 and experts in [2, " + std::to_string(max_experts) + "]");
+  }
 }
 
 inline void check_offsets(const std::vector<std::int32_t>& offsets, int tokens, const std::string& file, const char* what) {
@@ -145,22 +184,15 @@ inline trace load_trace(const std::string& directory) {
   const fs::path dir(directory);
   trace t;
   try {
-    std::ifstream meta(dir / "trace.json");
-    if (!meta) throw trace_error((dir / "trace.json").string() + ": cannot open file");
-    std::stringstream text;
-    text << meta.rdbuf();
-    const auto fields = parse_flat_json(text.str(), (dir / "trace.json").string());
+    const std::string meta_path = (dir / "trace.json").string();
+    const auto fields = parse_flat_json(detail::read_metadata(meta_path), meta_path);
     auto number = [&](const char* key, bool required) -> int {
       const auto it = fields.find(key);
       if (it == fields.end()) {
-        if (required) throw trace_error((dir / "trace.json").string() + ": missing \"" + key + "\"");
+        if (required) throw trace_error(meta_path + ": missing \"" + key + "\"");
         return 0;
       }
-      try {
-        return std::stoi(it->second);
-      } catch (const std::exception&) {
-        throw trace_error((dir / "trace.json").string() + ": \"" + key + "\" must be an integer");
-      }
+      return detail::whole_number(it->second, meta_path, key);
     };
     t.top_k = number("top_k", true);
     if (fields.count("scoring")) t.mode = parse_scoring(fields.at("scoring"), (dir / "trace.json").string());
@@ -171,11 +203,15 @@ inline trace load_trace(const std::string& directory) {
     if (fs::exists(dir / "scores.npy")) {
       layers.push_back(npy::read((dir / "scores.npy").string()));
       if (layers[0].shape.size() != 3) throw trace_error((dir / "scores.npy").string() + ": scores must be [layers, tokens, experts]");
-      t.layers = static_cast<int>(layers[0].shape[0]);
+      detail::check_extents(layers[0].shape[1], layers[0].shape[2], (dir / "scores.npy").string());
+      t.layers = static_cast<int>(layers[0].shape[0]);  // at most the file's bytes / 2, with T, E >= 1
       t.tokens = static_cast<int>(layers[0].shape[1]);
       t.experts = static_cast<int>(layers[0].shape[2]);
+      if (layers[0].shape[0] > static_cast<std::size_t>(max_layers)) {
+        throw trace_error((dir / "scores.npy").string() + ": more than " + std::to_string(max_layers) + " layers");
+      }
     } else {
-      for (int l = 0;; ++l) {
+      for (int l = 0; l < max_layers; ++l) {
         char name[32];
         std::snprintf(name, sizeof name, "layer_%03d.npy", l);
         if (!fs::exists(dir / name)) break;
@@ -183,6 +219,7 @@ inline trace load_trace(const std::string& directory) {
         const auto& a = layers.back();
         if (a.shape.size() != 2) throw trace_error((dir / name).string() + ": a layer file must be [tokens, experts]");
         if (l == 0) {
+          detail::check_extents(a.shape[0], a.shape[1], (dir / name).string());
           t.tokens = static_cast<int>(a.shape[0]);
           t.experts = static_cast<int>(a.shape[1]);
         } else if (static_cast<int>(a.shape[0]) != t.tokens || static_cast<int>(a.shape[1]) != t.experts || a.type != layers[0].type) {
@@ -210,11 +247,22 @@ inline trace load_trace(const std::string& directory) {
                           " disagrees with the scores' " + std::to_string(actual));
       }
     }
-    if (t.top_k < 1 || t.top_k > t.experts) throw trace_error((dir / "trace.json").string() + ": top_k must be in [1, experts]");
+    if (t.top_k < 1 || t.top_k > t.experts || t.top_k > max_top_k) {
+      throw trace_error(meta_path + ": top_k = " + std::to_string(t.top_k) + " must be in [1, min(experts, " +
+                        std::to_string(max_top_k) + ")]");
+    }
 
     if (!fs::exists(dir / "steps.npy")) throw trace_error((dir / "steps.npy").string() + ": cannot open file");
     t.steps = detail::read_offsets(dir / "steps.npy", "steps");
     detail::check_offsets(t.steps, t.tokens, (dir / "steps.npy").string(), "step offsets");
+    for (int step = 0; step < t.step_count(); ++step) {
+      // A step is one routing call: it cannot hold more tokens than a call routes.
+      if (t.step_end(step) - t.step_begin(step) > max_tokens) {
+        throw trace_error((dir / "steps.npy").string() + ": step " + std::to_string(step) + " holds " +
+                          std::to_string(t.step_end(step) - t.step_begin(step)) + " tokens, more than max_tokens = " +
+                          std::to_string(max_tokens));
+      }
+    }
     if (fs::exists(dir / "segments.npy")) {
       t.segments = detail::read_offsets(dir / "segments.npy", "segments");
       detail::check_offsets(t.segments, t.tokens, (dir / "segments.npy").string(), "segment offsets");
@@ -237,11 +285,19 @@ inline trace load_trace(const std::string& directory) {
       if (t.placement.size() != static_cast<std::size_t>(t.experts)) {
         throw trace_error((dir / "placement.npy").string() + ": placement must have shape [" + std::to_string(t.experts) + "]");
       }
-      t.devices = 1 + *std::max_element(t.placement.begin(), t.placement.end());
+      const auto largest = std::max_element(t.placement.begin(), t.placement.end());
+      if (*largest >= max_experts) {  // a routing call takes at most max_experts devices
+        throw trace_error((dir / "placement.npy").string() + ": placement[" +
+                          std::to_string(largest - t.placement.begin()) + "] = " + std::to_string(*largest) +
+                          " must be below max_experts = " + std::to_string(max_experts));
+      }
+      t.devices = 1 + *largest;
     }
   } catch (const npy::npy_error& error) {
     throw trace_error(error.what());
   } catch (const json_error& error) {
+    throw trace_error(error.what());
+  } catch (const std::filesystem::filesystem_error& error) {
     throw trace_error(error.what());
   }
   return t;
@@ -256,6 +312,7 @@ inline void save_trace(const trace& t, const std::string& directory) {
   meta << "{\"format\": \"moe-routing-trace\", \"version\": 1, \"layers\": " << t.layers << ", \"tokens\": " << t.tokens
        << ", \"experts\": " << t.experts << ", \"top_k\": " << t.top_k << ", \"scoring\": \"" << scoring_name(t.mode)
        << "\", \"source\": \"" << t.source << "\"}\n";
+  meta.close();  // flushes: a full disk may only show here
   if (!meta) throw trace_error((dir / "trace.json").string() + ": write failed");
   const std::vector<std::size_t> shape = {std::size_t(t.layers), std::size_t(t.tokens), std::size_t(t.experts)};
   try {

@@ -9,7 +9,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "moe_routing/core/batch.hpp"
 #include "moe_routing/core/config.hpp"
+#include "moe_routing/core/error.hpp"
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/status.hpp"
 
@@ -47,45 +49,82 @@ struct plan_view {
   std::int32_t* expert_tokens = nullptr;  ///< [E] tokens assigned to each expert
   std::int32_t* device_loads = nullptr;   ///< [G] active experts on each device
   std::int32_t* guaranteed = nullptr;     ///< [n] leading experts of the row that were guaranteed
+  int experts = 0;  ///< length of expert_tokens: at least the batch's E when expert_tokens is given
+  int devices = 0;  ///< length of device_loads: at least the batch's device count when device_loads is given
 };
 
 static_assert(std::is_trivially_copyable_v<plan_view>);
 
-/// Checks a plan's shape and required buffers against a batch of `tokens` rows. Reads no
-/// buffer, so it also checks device plans on the host.
-constexpr status validate_plan(const plan_view& plan, int tokens) noexcept {
+/// Checks a plan's shape and required buffers against a batch of `tokens` rows, `experts`
+/// experts and `devices` devices (0 without a placement). Reads no buffer, so it also
+/// checks device plans on the host.
+constexpr status validate_plan(const plan_view& plan, int tokens, int experts, int devices) noexcept {
   if (plan.tokens != tokens) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "batch.n", tokens);
   if (plan.top_k < 1 || plan.top_k > max_top_k) {
     return fail(errc::invalid_parameter, "plan.top_k", plan.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
   }
   if (plan.summary == nullptr) return fail(errc::null_pointer, "plan.summary", 0, "must not be null");
-  if (tokens > 0 && (plan.ids == nullptr || plan.weights == nullptr || plan.counts == nullptr)) {
-    return fail(errc::null_pointer, "plan.ids/weights/counts", 0, "must not be null when", "batch.n", tokens);
+  if (tokens > 0 && plan.ids == nullptr) return fail(errc::null_pointer, "plan.ids", 0, "must not be null when", "batch.n", tokens);
+  if (tokens > 0 && plan.weights == nullptr) {
+    return fail(errc::null_pointer, "plan.weights", 0, "must not be null when", "batch.n", tokens);
+  }
+  if (tokens > 0 && plan.counts == nullptr) {
+    return fail(errc::null_pointer, "plan.counts", 0, "must not be null when", "batch.n", tokens);
+  }
+  if (plan.expert_tokens != nullptr && plan.experts < experts) {
+    return fail(errc::shape_mismatch, "plan.experts", plan.experts, "(the length of plan.expert_tokens) must be at least",
+                "batch.E", experts);
+  }
+  if (plan.device_loads != nullptr && plan.devices < devices) {
+    return fail(errc::shape_mismatch, "plan.devices", plan.devices, "(the length of plan.device_loads) must be at least",
+                "batch.device_count", devices);
   }
   return {};
+}
+
+/// The plan's checks against a batch.
+template <score_element Element>
+constexpr status validate_plan(const plan_view& plan, const routing_batch<Element>& batch) noexcept {
+  return validate_plan(plan, batch.tokens(), batch.experts(), batch.placement != nullptr ? batch.device_count : 0);
 }
 
 /// A plan that owns its buffers. Sized once; reuse it across calls of the same shape.
 class routing_plan {
  public:
   routing_plan() = default;
+  /// Throws routing_error naming the size when one is out of range (before allocating).
   routing_plan(int tokens, int top_k, int experts, int devices = 0, padding pad = {})
-      : tokens_(tokens), top_k_(top_k), pad_(pad),
+      : tokens_(checked_size("routing_plan.tokens", tokens, 0, max_tokens, "must be in [0, max_tokens]", "max_tokens")),
+        top_k_(checked_size("routing_plan.top_k", top_k, 1, max_top_k, "must be in [1, max_top_k]", "max_top_k")),
+        pad_(pad),
         ids_(static_cast<std::size_t>(tokens) * top_k),
         weights_(static_cast<std::size_t>(tokens) * top_k),
         counts_(static_cast<std::size_t>(tokens)),
-        expert_tokens_(static_cast<std::size_t>(experts)),
-        device_loads_(static_cast<std::size_t>(devices)),
+        expert_tokens_(static_cast<std::size_t>(checked_size("routing_plan.experts", experts, 2, max_experts,
+                                                                           "must be in [2, max_experts]", "max_experts"))),
+        device_loads_(static_cast<std::size_t>(checked_size("routing_plan.devices", devices, 0, max_experts,
+                                                                          "must be in [0, max_experts]", "max_experts"))),
         guaranteed_(static_cast<std::size_t>(tokens)) {}
 
   plan_view view() {
-    return plan_view{ids_.data(), weights_.data(), counts_.data(), &summary_, tokens_, top_k_,
-                     pad_, expert_tokens_.data(), device_loads_.empty() ? nullptr : device_loads_.data(),
-                     guaranteed_.data()};
+    return plan_view{ids_.data(),
+                     weights_.data(),
+                     counts_.data(),
+                     &summary_,
+                     tokens_,
+                     top_k_,
+                     pad_,
+                     expert_tokens_.empty() ? nullptr : expert_tokens_.data(),
+                     device_loads_.empty() ? nullptr : device_loads_.data(),
+                     guaranteed_.data(),
+                     static_cast<int>(expert_tokens_.size()),
+                     static_cast<int>(device_loads_.size())};
   }
 
   int tokens() const noexcept { return tokens_; }
   int top_k() const noexcept { return top_k_; }
+  int experts() const noexcept { return static_cast<int>(expert_tokens_.size()); }
+  int devices() const noexcept { return static_cast<int>(device_loads_.size()); }
   std::int32_t id(int token, int slot) const { return ids_[index(token, slot)]; }
   float weight(int token, int slot) const { return weights_[index(token, slot)]; }
   int count(int token) const { return counts_[static_cast<std::size_t>(token)]; }
@@ -98,6 +137,11 @@ class routing_plan {
   const plan_summary& summary() const noexcept { return summary_; }
 
  private:
+  static int checked_size(const char* name, int value, int lo, int hi, const char* range, const char* limit) {
+    if (value < lo || value > hi) throw routing_error(fail(errc::invalid_parameter, name, value, range, limit, hi));
+    return value;
+  }
+
   std::size_t index(int token, int slot) const {
     return static_cast<std::size_t>(token) * static_cast<std::size_t>(top_k_) +
            static_cast<std::size_t>(slot);

@@ -45,7 +45,11 @@ class policy_parser {
     const std::size_t first_call = position_;
     if (!read_call()) return error_result();
     skip_space();
-    if (position_ == text_.size() && is_preset(name_)) {
+    if (is_preset(name_)) {
+      if (position_ != text_.size()) {
+        expect("expected the end of the policy: a preset call is a whole policy", position_);
+        return error_result();
+      }
       if (!build_preset(result.policy)) return error_result();
     } else {
       position_ = first_call;
@@ -127,6 +131,11 @@ class policy_parser {
       argument.column = static_cast<int>(position_);
       argument.name = read_identifier();
       if (argument.name.empty()) return expect("expected an argument name", position_);
+      for (int i = 0; i + 1 < argument_count_; ++i) {
+        if (arguments_[i].name == argument.name) {
+          return expect("expected each argument once", static_cast<std::size_t>(argument.column));
+        }
+      }
       skip_space();
       if (position_ >= text_.size() || text_[position_] != '=') {
         return expect("expected '=' after the argument name", position_);
@@ -219,6 +228,15 @@ class policy_parser {
     out = static_cast<int>(argument->number);
     return true;
   }
+  /// Refuses two spellings of one parameter given together (one would silently win).
+  bool one_of(std::string_view name, std::string_view synonym) {
+    const policy_argument* first = find(name);
+    const policy_argument* second = find(synonym);
+    if (first == nullptr || second == nullptr) return true;
+    missing_ = synonym.data();  // string literals
+    return expect("expected only one of two names for the same parameter",
+                  static_cast<std::size_t>(std::max(first->column, second->column)));
+  }
   bool real(std::string_view name, float& out, bool required = false) {
     bool ok = true;
     const policy_argument* argument = take(name, required, ok);
@@ -267,14 +285,16 @@ class policy_parser {
       out = make_any_stage(s);
     } else if (name_ == "prune") {
       prune s;
-      if (!(integer("k0", s.k0, true) && real("top_p", s.top_p) && real("skip_ratio", s.skip_ratio) &&
+      if (!(one_of("skip_ratio", "beta") && integer("k0", s.k0, true) && real("top_p", s.top_p) &&
+            real("skip_ratio", s.skip_ratio) &&
             real("beta", s.skip_ratio) && all_used())) {
         return false;
       }
       out = make_any_stage(s);
     } else if (name_ == "greedy_mass") {
       greedy_mass s;
-      if (!(integer("add", s.add) && integer("m", s.add) && integer("size", s.size) &&
+      if (!(one_of("add", "m") && one_of("mass", "tau") && integer("add", s.add) && integer("m", s.add) &&
+            integer("size", s.size) &&
             real("mass", s.mass) && real("tau", s.mass) && gate(s.gate) && all_used())) {
         return false;
       }
@@ -293,7 +313,8 @@ class policy_parser {
       out = make_any_stage(s);
     } else if (name_ == "confidence_keep") {
       confidence_keep s;
-      if (!(real("min_confidence", s.min_confidence) && real("conf", s.min_confidence) &&
+      if (!(one_of("min_confidence", "conf") && real("min_confidence", s.min_confidence) &&
+            real("conf", s.min_confidence) &&
             integer("budget", s.budget, true) && gate(s.gate) && all_used())) {
         return false;
       }
@@ -312,7 +333,11 @@ class policy_parser {
     refine weights_holder;
     column_mass g = column_mass::sparse;
     int k = 0, k0 = 0;
-    if (!(integer("k", k, true) && weights(weights_holder) && gate(g))) return false;
+    if (!(integer("k", k, true) && weights(weights_holder))) return false;
+    // Only the XShare presets build a column mass; elsewhere gate= would be ignored, so it
+    // is left unread and refused as an argument the preset does not take.
+    const bool builds_mass = name_ == "xshare" || name_ == "xshare_spec" || name_ == "xshare_ep";
+    if (builds_mass && !gate(g)) return false;
     w.weights = weights_holder.weights;
     w.scale = weights_holder.scale;
     if (name_ == "topk" || name_ == "vanilla") {

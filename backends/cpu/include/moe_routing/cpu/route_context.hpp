@@ -78,9 +78,8 @@ class route_context {
   /// computes it (the limit needs the whole row).
   rank_key rank_key_of(int token, int expert) const noexcept {
     const float x = to_float(batch_.scores.row(token)[expert]);
-    // Softmax ranks by the logit itself (selection_score ignores p), so it needs no exp.
-    const float p = batch_.mode == scoring::softmax ? 0.0f : probability_of(batch_.mode, x, stats(token));
-    return make_rank_key(selection_score(batch_.mode, x, p, batch_.bias, expert), expert);
+    if (batch_.bias == nullptr) return make_rank_key(x, expert);  // ranked by the input: no p needed
+    return make_rank_key(rank_score(x, probability_of(batch_.mode, x, stats(token)), batch_.bias, expert), expert);
   }
   /// p of one expert, recomputed exactly as the scoring pass computed it.
   float probability(int token, int expert) const noexcept {
@@ -137,7 +136,8 @@ class route_context {
     const int n = tokens();
     const int e_count = experts();
     const auto width = static_cast<std::size_t>(e_count);
-    const bool cheap_softmax = needs.top_k_only && batch_.mode == scoring::softmax && !batch_.groups.enabled();
+    const bool cheap_softmax =
+        needs.top_k_only && batch_.mode == scoring::softmax && batch_.bias == nullptr && !batch_.groups.enabled();
     const bool sum_columns = needs.column_mass;
     const bool dense_mass = needs.column_mass && needs.dense_mass;
     // One chunk (decode batches) sums straight into the totals: no reduction pass.
@@ -199,13 +199,15 @@ class route_context {
     std::for_each(exec_, ws_.chunk_index.begin(), ws_.chunk_index.begin() + count, work);
   }
 
-  /// A token's sparse top-k gates. Softmax rows: exp(x_j - x_top1) renormalised over the
-  /// top-k (p / sum of p with the softmax denominator cancelled, so the top-k-only path gets
-  /// the same bits); other scorings, or a non-finite top logit: p renormalised.
+  /// A token's sparse top-k gates. Softmax rows without a bias: exp(x_j - x_top1)
+  /// renormalised over the top-k (p / sum of p with the softmax denominator cancelled, so the
+  /// top-k-only path gets the same bits); other rows, or a non-finite top logit: p renormalised.
   void top_k_gates(int token, const std::int32_t* ids, const float* top_p, float* gates) const {
     const auto* row = batch_.scores.row(token);
     const float top = to_float(row[ids[0]]);
-    if (batch_.mode == scoring::softmax && std::isfinite(top)) {
+    // With a bias the top-ranked logit need not be the largest of the top-k: exp(x_j - top)
+    // could overflow, so such rows take their stored p.
+    if (batch_.mode == scoring::softmax && batch_.bias == nullptr && std::isfinite(top)) {
       float relative[max_top_k];
       row_stats unit;
       unit.max_logit = top;

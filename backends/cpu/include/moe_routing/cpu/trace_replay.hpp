@@ -26,7 +26,7 @@ struct figure {
 
 struct replay_figures {
   figure active, selected, retained_mass, recall, max_device_load, latency_ratio;
-  int steps = 0;
+  int steps = 0;  ///< every step; quality figures count only those with a valid token
 };
 
 struct policy_replay {
@@ -36,24 +36,36 @@ struct policy_replay {
 };
 
 namespace detail {
-/// Sums of x and x^2 per figure, turned into mean and spread at the end.
+/// Sums of x and x^2 per figure, turned into mean and spread at the end. Quality figures
+/// (retained mass, recall, latency ratio) count only steps with a valid token: a step
+/// with nothing to route keeps nothing and loses nothing, and averaging it as 1.0 would
+/// flatter every policy. A figure no step counted has a NaN mean ("n/a" in reports).
 struct figure_sums {
-  double sum[6] = {}, squares[6] = {};
-  int count = 0;
-  void add(const double (&values)[6]) {
-    for (int i = 0; i < 6; ++i) {
+  static constexpr int figure_count = 6;
+  static constexpr bool needs_tokens[figure_count] = {false, false, true, true, false, true};
+  double sum[figure_count] = {}, squares[figure_count] = {};
+  int counted[figure_count] = {};
+  int steps = 0;
+  void add(const double (&values)[figure_count], bool has_valid_tokens) {
+    for (int i = 0; i < figure_count; ++i) {
+      if (needs_tokens[i] && !has_valid_tokens) continue;
       sum[i] += values[i];
       squares[i] += values[i] * values[i];
+      ++counted[i];
     }
-    ++count;
+    ++steps;
   }
   replay_figures result() const {
-    figure f[6];
-    for (int i = 0; i < 6 && count > 0; ++i) {
-      f[i].mean = sum[i] / count;
-      f[i].spread = std::sqrt(std::max(0.0, squares[i] / count - f[i].mean * f[i].mean));
+    figure f[figure_count];
+    for (int i = 0; i < figure_count; ++i) {
+      if (counted[i] == 0) {
+        f[i] = {std::nan(""), std::nan("")};
+        continue;
+      }
+      f[i].mean = sum[i] / counted[i];
+      f[i].spread = std::sqrt(std::max(0.0, squares[i] / counted[i] - f[i].mean * f[i].mean));
     }
-    return {f[0], f[1], f[2], f[3], f[4], f[5], count};
+    return {f[0], f[1], f[2], f[3], f[4], f[5], steps};
   }
 };
 }  // namespace detail
@@ -88,8 +100,8 @@ inline policy_replay replay_trace(const io::trace& trace, const runtime_policy& 
       const plan_metrics m = trace.half ? run(trace.batch<float16>(layer, s, segments)) : run(trace.batch<float>(layer, s, segments));
       const double values[6] = {static_cast<double>(m.active), static_cast<double>(m.selected), m.mean_retained_mass,
                                 m.mean_recall, static_cast<double>(m.max_device_load), m.modelled_latency_ratio};
-      per_layer.add(values);
-      overall.add(values);
+      per_layer.add(values, m.valid_tokens > 0);
+      overall.add(values, m.valid_tokens > 0);
       if (progress) progress(static_cast<long long>(layer) * trace.step_count() + s + 1, total);
     }
     report.layers.push_back(per_layer.result());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "moe_routing/core/config.hpp"
+#include "moe_routing/core/error.hpp"
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
@@ -28,8 +29,10 @@ class workspace {
   workspace() = default;
   explicit workspace(workspace_shape shape) { reserve(shape); }
 
-  /// Sizes every buffer; a no-op when the workspace is already large enough.
+  /// Sizes every buffer; a no-op when the workspace is already large enough. Throws
+  /// routing_error naming the size when one is out of range, before allocating.
   void reserve(workspace_shape shape) {
+    throw_if_failed(validate_workspace_shape(shape));
     if (shape.max_tokens <= shape_.max_tokens && shape.experts <= shape_.experts &&
         shape.top_k <= shape_.top_k && !top_ids.empty()) {
       return;

@@ -133,7 +133,7 @@ __device__ inline unsigned apply_group_limit(lane_row& row, const float* s, cons
 
 /// Scores `token`'s row into `row` and returns its statistics, as `score_row` does.
 /// `denominator_free`: the policy reads p only as ratios within the top ranks and the row
-/// is a finite softmax row without group limit; p = exp(x - max) then (denominator 1),
+/// is a finite softmax row without group limit or bias; p = exp(x - max) then (denominator 1),
 /// exactly what the CPU's top-k-only path computes.
 template <score_element Element>
 __device__ row_stats score_row_on_warp(const routing_batch<Element>& batch, int token, bool denominator_free,
@@ -165,18 +165,14 @@ __device__ row_stats score_row_on_warp(const routing_batch<Element>& batch, int 
       }
       stats.denominator = warp_sum(partial);
     }
-    for (int i = 0; i < row.count; ++i) {
-      row.p[i] = probability_of(scoring::softmax, row.x[i], stats);
-      row.keys[i] = make_rank_key(row.x[i], lane + i * warp_lanes);  // ranked by logits
-      s[i] = row.p[i];
-    }
+    for (int i = 0; i < row.count; ++i) row.p[i] = probability_of(scoring::softmax, row.x[i], stats);
   } else {
-    for (int i = 0; i < row.count; ++i) {
-      const int e = lane + i * warp_lanes;
-      row.p[i] = probability_of(batch.mode, row.x[i], stats);
-      s[i] = selection_score(batch.mode, 0.0f, row.p[i], batch.bias, e);
-      row.keys[i] = make_rank_key(s[i], e);
-    }
+    for (int i = 0; i < row.count; ++i) row.p[i] = probability_of(batch.mode, row.x[i], stats);
+  }
+  for (int i = 0; i < row.count; ++i) {
+    const int e = lane + i * warp_lanes;
+    s[i] = selection_score(row.p[i], batch.bias, e);  // what group scores sum
+    row.keys[i] = make_rank_key(rank_score(row.x[i], row.p[i], batch.bias, e), e);
   }
   const unsigned candidates = batch.groups.enabled() ? apply_group_limit(row, s, batch.groups, experts) : ~0u;
   // Candidate totals skip NaN and negative p, and the experts of dropped groups.
