@@ -61,7 +61,7 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
     largest.request_count = max_n;
     largest.placement = placement.data();
     largest.device_count = 1;
-    mr::plan_view plan{ids.data(), weights.data(), counts.data(), &summary, max_n, max_k, {}, expert_tokens.data(), loads.data(), guaranteed.data()};
+    mr::plan_view plan{ids.data(), weights.data(), counts.data(), &summary, max_n, max_k, {}, expert_tokens.data(), loads.data(), guaranteed.data(), max_e, 8};
     for (const char* text : {"xshare_spec(k0=1,m=2,m_r=2,k=8,gate=dense)", "oea(k0=1,top_p=0.8,max_rank=12,k=8)"}) {
       REQUIRE(mr::cpu::route(mr::parse_policy_or_throw(text), largest, plan, ws).ok());
     }
@@ -99,7 +99,7 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
     }
     segments[static_cast<std::size_t>(requests)] = n;
 
-    mr::plan_view plan{ids.data(), weights.data(), counts.data(), &summary, n, k, {}, expert_tokens.data(), loads.data(), guaranteed.data()};
+    mr::plan_view plan{ids.data(), weights.data(), counts.data(), &summary, n, k, {}, expert_tokens.data(), loads.data(), guaranteed.data(), max_e, 8};
     const bool use_bf16 = rng() % 2 == 0;
     auto fill = [&](auto& batch) {
       batch.token_mask = masked ? mask.data() : nullptr;

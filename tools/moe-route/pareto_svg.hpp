@@ -84,7 +84,7 @@ inline std::string pareto_svg(const std::vector<plot_point>& points, const std::
   };
   add("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n", width, height, width, height);
-  add("<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg += "<text x=\"" + std::to_string(static_cast<int>(left)) + "\" y=\"28\" font-size=\"16\" font-weight=\"bold\">" +
          xml_escape(title) + "</text>\n";
   for (const double t : ticks(x_lo, x_hi)) {
