@@ -130,6 +130,12 @@ TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") 
   mr::cpu::executor_workspace few_tokens({2, 2, 16, 32, 16});
   CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, small.view(), w, y.data(), few_tokens)) ==
         "workspace too small: executor_shape.max_tokens = 2: must be at least n = 4");
+  CHECK_THROWS_WITH_AS(mr::cpu::executor_workspace({-1, 2, 16, 32, 16}),
+                       "invalid parameter: executor_shape.max_tokens = -1: must be in [0, max_tokens] max_tokens = 16384",
+                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::cpu::executor_workspace({4, 2, 16, -32, 16}),
+                       "invalid parameter: executor_shape.hidden = -32: must be in [1, max_executor_width] max_executor_width = 1048576",
+                       mr::routing_error);
   mr::plan_view negative = small.view();
   negative.tokens = -1;
   CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), -1, negative, w, y.data(), ws)) ==

@@ -295,6 +295,27 @@ TEST_CASE("moe-route outputs are all or nothing, and never land on another file"
               .find("--ids and --counts name the same file") != std::string::npos);
     CHECK_FALSE(fs::exists(dir.file("o.npy")));
   }
+  SUBCASE("an output inside the trace being read is refused") {
+    const std::string trace_dir = dir.file("t");
+    REQUIRE(run("gen --preset uniform --experts 16 --top-k 2 --tokens 4 --steps 2 --out " + trace_dir) == 0);
+    const std::string scores_before = read_file(trace_dir + "/scores.npy");
+    CHECK(run("route --trace " + trace_dir + " --policy 'topk(k=2)' --ids " + trace_dir + "/scores.npy --weights " +
+              dir.file("w.npy")) == 2);
+    CHECK(run("sweep --trace " + trace_dir + " --grid 'oea(k0=1..2,k=2)' --csv " + trace_dir + "/steps.npy --svg " +
+              dir.file("s.svg")) == 2);
+    CHECK(read_file(trace_dir + "/scores.npy") == scores_before);
+  }
+  SUBCASE("an option given twice is refused, except the repeatable ones") {
+    CHECK(run_output(route + " --top-k 4 --top-k 8" + outputs, dir.path) == "moe-route: option '--top-k' given twice");
+    CHECK(run(route + outputs + " --ids " + dir.file("other.npy")) == 2);
+  }
+  SUBCASE("standard output that cannot be written fails the run") {
+    REQUIRE(run("gen --preset uniform --experts 16 --top-k 2 --tokens 4 --steps 2 --out " + dir.file("t")) == 0);
+    const int status = std::system((std::string(MOE_ROUTE_BINARY) + " replay --trace " + dir.file("t") +
+                                    " --policy 'topk(k=2)' --json > /dev/full 2> /dev/null").c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+  }
   SUBCASE("a device or a directory is never replaced by an output") {
     fs::create_directory(dir.file("d"));
     CHECK(run(route + " --ids " + dir.file("d") + " --weights " + dir.file("w.npy")) == 1);
@@ -334,6 +355,9 @@ TEST_CASE("moe-route gen replaces an earlier trace whole, and nothing else") {
   std::ofstream(dir.file("file")) << "x";
   CHECK(run("gen --preset uniform --out " + dir.file("file") + "/below") == 1);  // parent is a file
   CHECK(run("gen --preset uniform --layers 100000 --tokens 16384 --steps 100000 --out " + dir.file("huge")) == 2);
+  // Few enough tokens, but 2^39 scores: refused before the generator allocates them.
+  CHECK(run_output("gen --preset uniform --layers 4096 --tokens 16384 --steps 8 --experts 1024 --out " + dir.file("huge"), dir.path)
+            .find("scores: at most 268435456") != std::string::npos);
   CHECK_FALSE(fs::exists(dir.file("huge")));
   for (const auto& entry : fs::directory_iterator(dir.path)) CHECK(entry.path().string().find(".tmp") == std::string::npos);
 }

@@ -51,11 +51,12 @@ inline double parse_finite(const std::string& text, const std::string& what) {
 
 class arguments {
  public:
-  /// Parses `--name value` pairs; `flags` lists the names that take no value. `--help`
-  /// or `-h` where an option name is expected asks for help (then nothing else is
-  /// checked); as the value of an option it is just that value.
+  /// Parses `--name value` pairs; `flags` lists the names that take no value, `repeatable`
+  /// those that may be given more than once (any other given twice is refused: one of the
+  /// two would be ignored). `--help` or `-h` where an option name is expected asks for
+  /// help (then nothing else is checked); as the value of an option it is just that value.
   arguments(const std::vector<std::string>& words, const std::vector<std::string>& known,
-            const std::vector<std::string>& flags = {}) {
+            const std::vector<std::string>& flags = {}, const std::vector<std::string>& repeatable = {}) {
     for (std::size_t i = 0; i < words.size(); ++i) {
       const std::string& word = words[i];
       if (word == "--help" || word == "-h") {
@@ -66,6 +67,7 @@ class arguments {
       const std::string name = word.substr(2);
       const bool is_flag = contains(flags, name);
       if (!is_flag && !contains(known, name)) throw usage_error("unknown option '" + word + "'");
+      if (has(name) && !contains(repeatable, name)) throw usage_error("option '" + word + "' given twice");
       if (is_flag) {
         values_[name].push_back("1");
         continue;
@@ -92,9 +94,15 @@ class arguments {
     if (it == values_.end()) throw usage_error("missing required option --" + name);
     return it->second.back();
   }
-  /// --name as an integer in [lo, hi], or `fallback` when absent.
+  /// --name as an integer in [lo, hi], or `fallback` when absent (which must be in range
+  /// too: a default derived from the input may not fit it).
   long long integer(const std::string& name, long long fallback, long long lo, long long hi) const {
-    return has(name) ? parse_integer(get(name, ""), "--" + name, lo, hi) : fallback;
+    if (has(name)) return parse_integer(get(name, ""), "--" + name, lo, hi);
+    if (fallback < lo || fallback > hi) {
+      throw usage_error("--" + name + " defaults to " + std::to_string(fallback) + " here, outside [" + std::to_string(lo) +
+                        ", " + std::to_string(hi) + "]; give --" + name);
+    }
+    return fallback;
   }
   /// --name as a finite number, or `fallback` when absent.
   double real(const std::string& name, double fallback) const {

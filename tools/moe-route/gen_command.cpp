@@ -35,11 +35,7 @@ namespace fs = std::filesystem;
 /// directory loses nothing but an older trace.
 bool holds_only_a_trace(const fs::path& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    const bool trace_file = name == "trace.json" || name == "scores.npy" || name == "steps.npy" ||
-                            name == "segments.npy" || name == "mask.npy" || name == "placement.npy" ||
-                            (name.rfind("layer_", 0) == 0 && entry.path().extension() == ".npy");
-    if (!trace_file || !entry.is_regular_file()) return false;
+    if (!entry.is_regular_file() || !moe_routing::io::is_trace_file(entry.path().filename().string())) return false;
   }
   return true;
 }

@@ -46,6 +46,18 @@ inline void refuse_shared_paths(const std::vector<std::pair<std::string, std::st
   }
 }
 
+/// Refuses (exit 2) outputs that would land inside an input directory (a trace): writing
+/// `--ids trace/scores.npy` would silently replace the data being read.
+inline void refuse_outputs_inside(const std::pair<std::string, std::string>& directory,
+                                  const std::vector<std::pair<std::string, std::string>>& outputs) {
+  const std::filesystem::path inside = comparable_path(directory.second);
+  for (const auto& [option, path] : outputs) {
+    if (comparable_path(path).parent_path() == inside) {
+      throw usage_error("--" + option + " '" + path + "' is inside the --" + directory.first + " directory");
+    }
+  }
+}
+
 /// Refuses (exit 1), before any work, a destination that cannot take a file: a directory,
 /// a device or anything else that is not a regular file (renaming over /dev/null would
 /// replace the device node), or a path whose directory is missing.
@@ -90,13 +102,32 @@ class output_files {
   }
   void write(const std::string& destination, const std::string& text) { write(destination, text.data(), text.size()); }
 
-  /// Moves every written file into place.
+  /// Moves every written file into place. An earlier file at a destination is first moved
+  /// aside, so that when one rename fails the others are undone and every destination
+  /// holds what it held before.
   void commit() {
+    namespace fs = std::filesystem;
+    std::vector<std::pair<fs::path, fs::path>> set_aside;  // (aside, destination)
+    std::error_code error;
     for (const auto& [temporary, destination] : staged_) {
-      std::error_code error;
-      std::filesystem::rename(temporary, destination, error);
-      if (error) throw input_error("cannot move the output into place at " + destination + ": " + error.message());
+      if (error || !fs::exists(destination)) continue;
+      const fs::path aside = temporary.string() + "-old";
+      fs::rename(destination, aside, error);
+      if (!error) set_aside.emplace_back(aside, destination);
     }
+    std::size_t placed = 0;
+    while (!error && placed < staged_.size()) {
+      fs::rename(staged_[placed].first, staged_[placed].second, error);
+      if (!error) ++placed;
+    }
+    if (error) {
+      const std::string reason = error.message();
+      std::error_code ignored;
+      for (std::size_t i = 0; i < placed; ++i) fs::remove(staged_[i].second, ignored);
+      for (const auto& [aside, destination] : set_aside) fs::rename(aside, destination, ignored);
+      throw input_error("cannot move the outputs into place (" + reason + "); the earlier files are kept");
+    }
+    for (const auto& [aside, destination] : set_aside) fs::remove(aside, error);
     staged_.clear();
   }
 

@@ -24,7 +24,7 @@ constexpr const char* replay_help =
 }  // namespace
 
 int replay_command(const std::vector<std::string>& words) {
-  const arguments args(words, {"trace", "policy", "t-fetch", "t-token"}, {"json", "csv"});
+  const arguments args(words, {"trace", "policy", "t-fetch", "t-token"}, {"json", "csv"}, {"policy"});
   if (args.help()) {
     std::fputs(replay_help, stdout);
     return 0;

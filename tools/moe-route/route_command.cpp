@@ -27,7 +27,8 @@ constexpr const char* route_help =
     "\n"
     "Routes one batch of router output ([n, E] float32 or float16, or one layer and decode\n"
     "step of a trace with its segments, mask and placement) and writes int32 ids and\n"
-    "float32 weights [n, k] as .npy files.\n"
+    "float32 weights [n, k] as .npy files, all of them or none. With --trace, --scoring,\n"
+    "--mask, --segments and --placement replace the trace's own.\n"
     "\n"
     "  --policy TEXT        e.g. \"prune(k0=4) | refine(k=8)\" or \"oea(k0=4,k=8)\"\n"
     "  --scoring MODE       softmax (default) | sigmoid | sqrtsoftplus | probabilities\n"
@@ -217,6 +218,13 @@ void refuse_shared_files(const arguments& args) {
     if (args.has(option)) named.emplace_back(option, args.get(option, ""));
   }
   refuse_shared_paths(named);
+  if (args.has("trace")) {
+    std::vector<std::pair<std::string, std::string>> outputs;
+    for (const char* option : {"ids", "weights", "counts"}) {
+      if (args.has(option)) outputs.emplace_back(option, args.get(option, ""));
+    }
+    refuse_outputs_inside({"trace", args.get("trace", "")}, outputs);
+  }
 }
 
 /// Routes one layer and step of a trace directory.
@@ -272,6 +280,9 @@ int route_command(const std::vector<std::string>& words) {
     if (args.has(trace_only) && !args.has("trace")) throw usage_error(std::string("--") + trace_only + " needs --trace");
   }
   if (args.has("group-score") && !args.has("groups")) throw usage_error("--group-score needs --groups");
+  if (args.has("bias") && args.get("scoring", "") == "probabilities") {
+    throw usage_error("--bias does not apply to --scoring probabilities (s = p)");
+  }
   refuse_shared_files(args);
   for (const char* output : {"ids", "weights", "counts"}) {
     if (args.has(output)) check_destination(args.get(output, ""));

@@ -47,7 +47,10 @@ int run(const std::vector<std::string>& words) noexcept {
     return words.empty() ? 2 : 0;
   }
   try {
-    return dispatch(words[0], std::vector<std::string>(words.begin() + 1, words.end()));
+    const int status = dispatch(words[0], std::vector<std::string>(words.begin() + 1, words.end()));
+    // Reports go to standard output: a full disk or a closed pipe there is a failure too.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) return report("cannot write standard output", 1);
+    return status;
   } catch (const usage_error& error) {
     return report(error.what(), 2);
   } catch (const std::bad_alloc&) {

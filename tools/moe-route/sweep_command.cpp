@@ -1,6 +1,7 @@
 // `moe-route sweep`: replay every configuration of one or more policy grids over a trace
 // and write a CSV and an SVG Pareto plot of |active| against retained mass.
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -30,7 +31,7 @@ constexpr const char* sweep_help =
 }  // namespace
 
 int sweep_command(const std::vector<std::string>& words) {
-  const arguments args(words, {"trace", "grid", "csv", "svg", "t-fetch", "t-token"});
+  const arguments args(words, {"trace", "grid", "csv", "svg", "t-fetch", "t-token"}, {}, {"grid"});
   if (args.help()) {
     std::fputs(sweep_help, stdout);
     return 0;
@@ -39,6 +40,7 @@ int sweep_command(const std::vector<std::string>& words) {
   refuse_shared_paths({{"csv", csv_path}, {"svg", svg_path}});
   check_destination(csv_path);
   check_destination(svg_path);
+  if (args.has("trace")) refuse_outputs_inside({"trace", args.get("trace", "")}, {{"csv", csv_path}, {"svg", svg_path}});
   const std::vector<std::string> grids = args.all("grid");
   if (grids.empty()) throw usage_error("missing required option --grid");
   const mr::latency_model model = read_latency_model(args);
@@ -76,6 +78,9 @@ int sweep_command(const std::vector<std::string>& words) {
     reports.push_back(mr::cpu::replay_trace(trace, config.policy, config.text, model,
                                             stderr_progress("sweep " + std::to_string(c + 1) + "/" + std::to_string(configurations.size()))));
     points.push_back({config.text, config.grid, reports.back().overall.active.mean, reports.back().overall.retained_mass.mean});
+  }
+  if (!points.empty() && std::isnan(points.front().retained)) {
+    throw input_error(dir + ": no step routes a valid token (every token is masked): nothing to plot");
   }
   if (points.empty()) throw usage_error("no configuration of the grid fits the trace");
   mark_pareto(points);

@@ -228,7 +228,7 @@ MOE_ROUTING_HOST_DEVICE inline void select_top(const rank_key* keys, int experts
   scan_top(experts, count, top_keys, key, key);
 }
 
-/// `select_top` of a row ranked by its raw values (a softmax row's logits), without
+/// `select_top` of a row ranked by its raw values (any row without a bias), without
 /// writing every key. A block is skipped by `skip_order` (branch-free) with every index
 /// bit set: no key of the block can exceed that bound.
 template <score_element Element>

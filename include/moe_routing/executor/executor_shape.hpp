@@ -27,6 +27,42 @@ struct executor_shape {
   bool bf16_activations = true;
 };
 
+/// Widest hidden or intermediate size an executor workspace is sized for (a model's are
+/// at most a few tens of thousands).
+inline constexpr int max_executor_width = 1 << 20;
+
+/// Whether `shape` is an executor workspace that can exist: every size in range, checked
+/// before anything is allocated for it.
+constexpr status validate_executor_shape(const executor_shape& shape) noexcept {
+  constexpr auto bad = errc::invalid_parameter;
+  if (shape.max_tokens < 0 || shape.max_tokens > max_tokens) {
+    return fail(bad, "executor_shape.max_tokens", shape.max_tokens, "must be in [0, max_tokens]", "max_tokens", max_tokens);
+  }
+  if (shape.top_k < 1 || shape.top_k > max_top_k) {
+    return fail(bad, "executor_shape.top_k", shape.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
+  }
+  if (shape.experts < 1 || shape.experts > max_experts) {
+    return fail(bad, "executor_shape.experts", shape.experts, "must be in [1, max_experts]", "max_experts", max_experts);
+  }
+  if (shape.shared_experts < 0 || shape.shared_experts > max_experts) {
+    return fail(bad, "executor_shape.shared_experts", shape.shared_experts, "must be in [0, max_experts]", "max_experts",
+                max_experts);
+  }
+  if (shape.hidden < 1 || shape.hidden > max_executor_width) {
+    return fail(bad, "executor_shape.hidden", shape.hidden, "must be in [1, max_executor_width]", "max_executor_width",
+                max_executor_width);
+  }
+  if (shape.intermediate < 1 || shape.intermediate > max_executor_width) {
+    return fail(bad, "executor_shape.intermediate", shape.intermediate, "must be in [1, max_executor_width]",
+                "max_executor_width", max_executor_width);
+  }
+  if (shape.shared_intermediate < 0 || shape.shared_intermediate > max_executor_width) {
+    return fail(bad, "executor_shape.shared_intermediate", shape.shared_intermediate,
+                "must be in [0, max_executor_width]", "max_executor_width", max_executor_width);
+  }
+  return {};
+}
+
 /// Whether an executor workspace of `shape` serves weights `w` at n tokens and plan width
 /// k, naming the first size that does not fit.
 template <score_element Weight>
@@ -48,9 +84,9 @@ constexpr status check_executor_workspace(const executor_shape& shape, int n, in
                 "weights.shared_experts", w.shared_experts);
   }
   const int widest = std::max(w.intermediate, w.shared_intermediate);
-  if (std::max(shape.intermediate, shape.shared_intermediate) < widest) {
-    return fail(too_small, "executor_shape.shared_intermediate", shape.shared_intermediate,
-                "must be at least the widest expert's intermediate size", "weights.shared_intermediate", widest);
+  if (std::max(shape.intermediate, shape.shared_intermediate) < widest) {  // only the shared experts can be wider
+    return fail(too_small, "executor_shape.shared_intermediate", shape.shared_intermediate, "must be at least",
+                "weights.shared_intermediate", w.shared_intermediate);
   }
   return {};
 }

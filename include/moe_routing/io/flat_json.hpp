@@ -16,7 +16,8 @@ class json_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Parses `{"key": "text" | number | true | false, ...}` into key -> raw text.
+/// Parses `{"key": "text" | number | true | false, ...}` into key -> raw text. A key given
+/// twice is refused (one of the two values would be ignored).
 inline std::map<std::string, std::string> parse_flat_json(const std::string& text, const std::string& origin) {
   std::map<std::string, std::string> out;
   std::size_t at = 0;
@@ -56,7 +57,7 @@ inline std::map<std::string, std::string> parse_flat_json(const std::string& tex
       value = text.substr(begin, at - begin);
       if (value.empty() || value[0] == '{' || value[0] == '[') fail("expected a string, number or boolean value");
     }
-    out[key] = value;
+    if (!out.emplace(key, value).second) fail("key \"" + key + "\" given twice");
     skip();
     if (at < text.size() && text[at] == ',') {
       ++at;

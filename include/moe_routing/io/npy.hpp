@@ -187,17 +187,25 @@ inline header_info parse_header(const unsigned char* bytes, std::size_t length, 
   return result;
 }
 
-/// Parses a whole `.npy` file held in memory. `origin` names it in error messages.
-inline array parse(const unsigned char* bytes, std::size_t length, const std::string& origin) {
-  const header_info header = parse_header(bytes, length, origin);
+/// An array of the header's type and shape with room for its payload, once the file's
+/// `length` is known to hold that payload.
+inline array array_for(const header_info& header, std::uintmax_t length, const std::string& origin) {
   if (length - header.data_start < header.payload) {
-    throw npy_error(origin + ": truncated data: shape needs " + std::to_string(header.payload) +
-                    " bytes, file holds " + std::to_string(length - header.data_start));
+    throw npy_error(origin + ": truncated data: shape needs " + std::to_string(header.payload) + " bytes, file holds " +
+                    std::to_string(length - header.data_start));
   }
   array result;
   result.type = header.type;
   result.shape = header.shape;
-  result.bytes.assign(bytes + header.data_start, bytes + header.data_start + header.payload);
+  result.bytes.resize(header.payload);
+  return result;
+}
+
+/// Parses a whole `.npy` file held in memory. `origin` names it in error messages.
+inline array parse(const unsigned char* bytes, std::size_t length, const std::string& origin) {
+  const header_info header = parse_header(bytes, length, origin);
+  array result = array_for(header, length, origin);
+  if (header.payload > 0) std::memcpy(result.bytes.data(), bytes + header.data_start, header.payload);
   return result;
 }
 
@@ -222,14 +230,7 @@ inline array read(const std::string& path) {
     in.read(reinterpret_cast<char*>(content.data() + 4096), static_cast<std::streamsize>(header.data_start - 4096));
     header = parse_header(content.data(), content.size(), path);
   }
-  if (file_size - header.data_start < header.payload) {
-    throw npy_error(path + ": truncated data: shape needs " + std::to_string(header.payload) +
-                    " bytes, file holds " + std::to_string(file_size - header.data_start));
-  }
-  array result;
-  result.type = header.type;
-  result.shape = header.shape;
-  result.bytes.resize(header.payload);
+  array result = array_for(header, file_size, path);
   in.seekg(static_cast<std::streamoff>(header.data_start));
   in.read(reinterpret_cast<char*>(result.bytes.data()), static_cast<std::streamsize>(header.payload));
   if (!in && header.payload > 0) throw npy_error(path + ": read failed");

@@ -19,10 +19,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "moe_routing/core/batch.hpp"
@@ -161,9 +163,9 @@ inline int whole_number(const std::string& text, const std::string& origin, cons
 
 /// Tokens and experts of the scores, checked before they become ints.
 inline void check_extents(std::size_t tokens, std::size_t experts, const std::string& origin) {
-  if (tokens > (std::size_t{1} << 30) || experts < 2 || experts > static_cast<std::size_t>(max_experts)) {
+  if (tokens < 1 || tokens > (std::size_t{1} << 30) || experts < 2 || experts > static_cast<std::size_t>(max_experts)) {
     throw trace_error(origin + ": " + std::to_string(tokens) + " tokens of " + std::to_string(experts) +
-                      " experts: tokens must be at most 2^30 and experts in [2, " + std::to_string(max_experts) + "]");
+                      " experts: tokens must be in [1, 2^30] and experts in [2, " + std::to_string(max_experts) + "]");
   }
 }
 
@@ -178,121 +180,155 @@ inline void check_offsets(const std::vector<std::int32_t>& offsets, int tokens, 
 
 }  // namespace detail
 
-/// Reads and cross-checks a trace directory.
+namespace detail {
+
+namespace fs = std::filesystem;
+
+/// trace.json: top_k, scoring and source (the sizes are checked against the scores later).
+inline std::map<std::string, std::string> read_metadata_fields(const fs::path& dir, trace& t) {
+  const std::string path = (dir / "trace.json").string();
+  auto fields = parse_flat_json(read_metadata(path), path);
+  const auto top_k = fields.find("top_k");
+  if (top_k == fields.end()) throw trace_error(path + ": missing \"top_k\"");
+  t.top_k = whole_number(top_k->second, path, "top_k");
+  if (fields.count("scoring")) t.mode = parse_scoring(fields.at("scoring"), path);
+  if (fields.count("source")) t.source = fields.at("source");
+  return fields;
+}
+
+/// The score files: one [L, T, E] scores.npy, or one [T, E] layer_NNN.npy per layer.
+inline std::vector<npy::array> read_score_files(const fs::path& dir, trace& t) {
+  std::vector<npy::array> layers;
+  if (fs::exists(dir / "scores.npy")) {
+    const std::string path = (dir / "scores.npy").string();
+    layers.push_back(npy::read(path));
+    const auto& shape = layers[0].shape;
+    if (shape.size() != 3) throw trace_error(path + ": scores must be [layers, tokens, experts]");
+    check_extents(shape[1], shape[2], path);
+    if (shape[0] < 1 || shape[0] > static_cast<std::size_t>(max_layers)) {
+      throw trace_error(path + ": " + std::to_string(shape[0]) + " layers; a trace holds 1 to " + std::to_string(max_layers));
+    }
+    t.layers = static_cast<int>(shape[0]);
+    t.tokens = static_cast<int>(shape[1]);
+    t.experts = static_cast<int>(shape[2]);
+    return layers;
+  }
+  for (int l = 0; l <= max_layers; ++l) {
+    char name[32];
+    std::snprintf(name, sizeof name, "layer_%03d.npy", l);
+    const std::string path = (dir / name).string();
+    if (!fs::exists(path)) break;
+    if (l == max_layers) throw trace_error(path + ": a trace holds at most " + std::to_string(max_layers) + " layers");
+    layers.push_back(npy::read(path));
+    const auto& a = layers.back();
+    if (a.shape.size() != 2) throw trace_error(path + ": a layer file must be [tokens, experts]");
+    if (l == 0) {
+      check_extents(a.shape[0], a.shape[1], path);
+      t.tokens = static_cast<int>(a.shape[0]);
+      t.experts = static_cast<int>(a.shape[1]);
+    } else if (a.shape != layers[0].shape || a.type != layers[0].type) {
+      throw trace_error(path + ": shape or dtype differs from layer_000.npy");
+    }
+  }
+  t.layers = static_cast<int>(layers.size());
+  if (t.layers == 0) throw trace_error(dir.string() + ": no scores.npy and no layer_000.npy");
+  return layers;
+}
+
+/// Keeps the scores in the trace, float32 or float16 as stored.
+inline void keep_scores(const std::vector<npy::array>& layers, const fs::path& dir, trace& t) {
+  const npy::dtype type = layers[0].type;
+  if (type != npy::dtype::float32 && type != npy::dtype::float16) {
+    throw trace_error(dir.string() + ": scores must be float32 or float16, not " + std::string(npy::descr(type)));
+  }
+  t.half = type == npy::dtype::float16;
+  for (const auto& a : layers) {
+    if (t.half) t.scores_f16.insert(t.scores_f16.end(), a.data<float16>(), a.data<float16>() + a.size());
+    else t.scores_f32.insert(t.scores_f32.end(), a.data<float>(), a.data<float>() + a.size());
+  }
+}
+
+/// The sizes trace.json declares agree with the scores; top_k fits them.
+inline void check_declared_sizes(const std::map<std::string, std::string>& fields, const fs::path& dir, const trace& t) {
+  const std::string path = (dir / "trace.json").string();
+  for (const auto& [key, actual] : {std::pair{"layers", t.layers}, std::pair{"tokens", t.tokens}, std::pair{"experts", t.experts}}) {
+    const auto it = fields.find(key);
+    if (it == fields.end()) continue;
+    const int declared = whole_number(it->second, path, key);
+    if (declared != actual) {
+      throw trace_error(path + ": \"" + key + "\" = " + std::to_string(declared) + " disagrees with the scores' " +
+                        std::to_string(actual));
+    }
+  }
+  if (t.top_k < 1 || t.top_k > t.experts || t.top_k > max_top_k) {
+    throw trace_error(path + ": top_k = " + std::to_string(t.top_k) + " must be in [1, min(experts, " +
+                      std::to_string(max_top_k) + ")]");
+  }
+}
+
+/// steps.npy: at least one step, none longer than one routing call; segments.npy inside them.
+inline void read_steps_and_segments(const fs::path& dir, trace& t) {
+  const std::string steps_path = (dir / "steps.npy").string();
+  if (!fs::exists(steps_path)) throw trace_error(steps_path + ": cannot open file");
+  t.steps = read_offsets(steps_path, "steps");
+  check_offsets(t.steps, t.tokens, steps_path, "step offsets");
+  if (t.step_count() < 1) throw trace_error(steps_path + ": a trace needs at least one step");
+  for (int step = 0; step < t.step_count(); ++step) {
+    const int length = t.step_end(step) - t.step_begin(step);
+    if (length > max_tokens) {  // a step is one routing call
+      throw trace_error(steps_path + ": step " + std::to_string(step) + " holds " + std::to_string(length) +
+                        " tokens, more than max_tokens = " + std::to_string(max_tokens));
+    }
+  }
+  const std::string segments_path = (dir / "segments.npy").string();
+  if (!fs::exists(segments_path)) return;
+  t.segments = read_offsets(segments_path, "segments");
+  check_offsets(t.segments, t.tokens, segments_path, "segment offsets");
+  for (const std::int32_t boundary : t.steps) {
+    if (!std::binary_search(t.segments.begin(), t.segments.end(), boundary)) {
+      throw trace_error(segments_path + ": step boundary " + std::to_string(boundary) +
+                        " is not a segment boundary (a request segment cannot span decode steps)");
+    }
+  }
+}
+
+/// mask.npy and placement.npy, when present.
+inline void read_mask_and_placement(const fs::path& dir, trace& t) {
+  const std::string mask_path = (dir / "mask.npy").string();
+  if (fs::exists(mask_path)) {
+    const npy::array m = npy::read(mask_path);
+    if ((m.type != npy::dtype::boolean && m.type != npy::dtype::uint8) || m.shape != std::vector<std::size_t>{std::size_t(t.tokens)}) {
+      throw trace_error(mask_path + ": mask must be bool or uint8 of shape [" + std::to_string(t.tokens) + "]");
+    }
+    t.mask.assign(m.bytes.begin(), m.bytes.end());
+  }
+  const std::string placement_path = (dir / "placement.npy").string();
+  if (!fs::exists(placement_path)) return;
+  t.placement = read_offsets(placement_path, "placement");
+  if (t.placement.size() != static_cast<std::size_t>(t.experts)) {
+    throw trace_error(placement_path + ": placement must have shape [" + std::to_string(t.experts) + "]");
+  }
+  const auto largest = std::max_element(t.placement.begin(), t.placement.end());
+  if (*largest >= max_experts) {  // a routing call takes at most max_experts devices
+    throw trace_error(placement_path + ": placement[" + std::to_string(largest - t.placement.begin()) + "] = " +
+                      std::to_string(*largest) + " must be below max_experts = " + std::to_string(max_experts));
+  }
+  t.devices = 1 + *largest;
+}
+
+}  // namespace detail
+
+/// Reads and cross-checks a trace directory. Every failure is a `trace_error` naming the
+/// file: a loaded trace can be replayed step by step.
 inline trace load_trace(const std::string& directory) {
-  namespace fs = std::filesystem;
-  const fs::path dir(directory);
+  const std::filesystem::path dir(directory);
   trace t;
   try {
-    const std::string meta_path = (dir / "trace.json").string();
-    const auto fields = parse_flat_json(detail::read_metadata(meta_path), meta_path);
-    auto number = [&](const char* key, bool required) -> int {
-      const auto it = fields.find(key);
-      if (it == fields.end()) {
-        if (required) throw trace_error(meta_path + ": missing \"" + key + "\"");
-        return 0;
-      }
-      return detail::whole_number(it->second, meta_path, key);
-    };
-    t.top_k = number("top_k", true);
-    if (fields.count("scoring")) t.mode = parse_scoring(fields.at("scoring"), (dir / "trace.json").string());
-    if (fields.count("source")) t.source = fields.at("source");
-
-    // Scores: one [L, T, E] file, or one [T, E] file per layer.
-    std::vector<npy::array> layers;
-    if (fs::exists(dir / "scores.npy")) {
-      layers.push_back(npy::read((dir / "scores.npy").string()));
-      if (layers[0].shape.size() != 3) throw trace_error((dir / "scores.npy").string() + ": scores must be [layers, tokens, experts]");
-      detail::check_extents(layers[0].shape[1], layers[0].shape[2], (dir / "scores.npy").string());
-      t.layers = static_cast<int>(layers[0].shape[0]);  // at most the file's bytes / 2, with T, E >= 1
-      t.tokens = static_cast<int>(layers[0].shape[1]);
-      t.experts = static_cast<int>(layers[0].shape[2]);
-      if (layers[0].shape[0] > static_cast<std::size_t>(max_layers)) {
-        throw trace_error((dir / "scores.npy").string() + ": more than " + std::to_string(max_layers) + " layers");
-      }
-    } else {
-      for (int l = 0; l < max_layers; ++l) {
-        char name[32];
-        std::snprintf(name, sizeof name, "layer_%03d.npy", l);
-        if (!fs::exists(dir / name)) break;
-        layers.push_back(npy::read((dir / name).string()));
-        const auto& a = layers.back();
-        if (a.shape.size() != 2) throw trace_error((dir / name).string() + ": a layer file must be [tokens, experts]");
-        if (l == 0) {
-          detail::check_extents(a.shape[0], a.shape[1], (dir / name).string());
-          t.tokens = static_cast<int>(a.shape[0]);
-          t.experts = static_cast<int>(a.shape[1]);
-        } else if (static_cast<int>(a.shape[0]) != t.tokens || static_cast<int>(a.shape[1]) != t.experts || a.type != layers[0].type) {
-          throw trace_error((dir / name).string() + ": shape or dtype differs from layer_000.npy");
-        }
-      }
-      t.layers = static_cast<int>(layers.size());
-      if (t.layers == 0) throw trace_error(directory + ": no scores.npy and no layer_000.npy");
-    }
-    const npy::dtype type = layers[0].type;
-    if (type != npy::dtype::float32 && type != npy::dtype::float16) {
-      throw trace_error(directory + ": scores must be float32 or float16, not " + std::string(npy::descr(type)));
-    }
-    t.half = type == npy::dtype::float16;
-    for (const auto& a : layers) {
-      const std::size_t count = a.size();
-      if (t.half) t.scores_f16.insert(t.scores_f16.end(), a.data<float16>(), a.data<float16>() + count);
-      else t.scores_f32.insert(t.scores_f32.end(), a.data<float>(), a.data<float>() + count);
-    }
-    for (const char* key : {"layers", "tokens", "experts"}) {
-      const int declared = number(key, false);
-      const int actual = key[0] == 'l' ? t.layers : key[0] == 't' ? t.tokens : t.experts;
-      if (declared != 0 && declared != actual) {
-        throw trace_error((dir / "trace.json").string() + ": \"" + key + "\" = " + std::to_string(declared) +
-                          " disagrees with the scores' " + std::to_string(actual));
-      }
-    }
-    if (t.top_k < 1 || t.top_k > t.experts || t.top_k > max_top_k) {
-      throw trace_error(meta_path + ": top_k = " + std::to_string(t.top_k) + " must be in [1, min(experts, " +
-                        std::to_string(max_top_k) + ")]");
-    }
-
-    if (!fs::exists(dir / "steps.npy")) throw trace_error((dir / "steps.npy").string() + ": cannot open file");
-    t.steps = detail::read_offsets(dir / "steps.npy", "steps");
-    detail::check_offsets(t.steps, t.tokens, (dir / "steps.npy").string(), "step offsets");
-    for (int step = 0; step < t.step_count(); ++step) {
-      // A step is one routing call: it cannot hold more tokens than a call routes.
-      if (t.step_end(step) - t.step_begin(step) > max_tokens) {
-        throw trace_error((dir / "steps.npy").string() + ": step " + std::to_string(step) + " holds " +
-                          std::to_string(t.step_end(step) - t.step_begin(step)) + " tokens, more than max_tokens = " +
-                          std::to_string(max_tokens));
-      }
-    }
-    if (fs::exists(dir / "segments.npy")) {
-      t.segments = detail::read_offsets(dir / "segments.npy", "segments");
-      detail::check_offsets(t.segments, t.tokens, (dir / "segments.npy").string(), "segment offsets");
-      for (const std::int32_t boundary : t.steps) {
-        if (!std::binary_search(t.segments.begin(), t.segments.end(), boundary)) {
-          throw trace_error((dir / "segments.npy").string() + ": step boundary " + std::to_string(boundary) +
-                            " is not a segment boundary (a request segment cannot span decode steps)");
-        }
-      }
-    }
-    if (fs::exists(dir / "mask.npy")) {
-      const npy::array m = npy::read((dir / "mask.npy").string());
-      if ((m.type != npy::dtype::boolean && m.type != npy::dtype::uint8) || m.shape != std::vector<std::size_t>{std::size_t(t.tokens)}) {
-        throw trace_error((dir / "mask.npy").string() + ": mask must be bool or uint8 of shape [" + std::to_string(t.tokens) + "]");
-      }
-      t.mask.assign(m.bytes.begin(), m.bytes.end());
-    }
-    if (fs::exists(dir / "placement.npy")) {
-      t.placement = detail::read_offsets(dir / "placement.npy", "placement");
-      if (t.placement.size() != static_cast<std::size_t>(t.experts)) {
-        throw trace_error((dir / "placement.npy").string() + ": placement must have shape [" + std::to_string(t.experts) + "]");
-      }
-      const auto largest = std::max_element(t.placement.begin(), t.placement.end());
-      if (*largest >= max_experts) {  // a routing call takes at most max_experts devices
-        throw trace_error((dir / "placement.npy").string() + ": placement[" +
-                          std::to_string(largest - t.placement.begin()) + "] = " + std::to_string(*largest) +
-                          " must be below max_experts = " + std::to_string(max_experts));
-      }
-      t.devices = 1 + *largest;
-    }
+    const auto fields = detail::read_metadata_fields(dir, t);
+    detail::keep_scores(detail::read_score_files(dir, t), dir, t);
+    detail::check_declared_sizes(fields, dir, t);
+    detail::read_steps_and_segments(dir, t);
+    detail::read_mask_and_placement(dir, t);
   } catch (const npy::npy_error& error) {
     throw trace_error(error.what());
   } catch (const json_error& error) {
@@ -301,6 +337,20 @@ inline trace load_trace(const std::string& directory) {
     throw trace_error(error.what());
   }
   return t;
+}
+
+/// Whether `name` is one of the files a trace directory consists of.
+inline bool is_trace_file(const std::string& name) {
+  for (const char* known : {"trace.json", "scores.npy", "steps.npy", "segments.npy", "mask.npy", "placement.npy"}) {
+    if (name == known) return true;
+  }
+  const std::string prefix = "layer_", suffix = ".npy";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  return digits.find_first_not_of("0123456789") == std::string::npos;
 }
 
 /// Writes a trace directory (created if missing) in the layout above, scores as one file.

@@ -94,16 +94,12 @@ class routing_plan {
   routing_plan() = default;
   /// Throws routing_error naming the size when one is out of range (before allocating).
   routing_plan(int tokens, int top_k, int experts, int devices = 0, padding pad = {})
-      : tokens_(checked_size("routing_plan.tokens", tokens, 0, max_tokens, "must be in [0, max_tokens]", "max_tokens")),
-        top_k_(checked_size("routing_plan.top_k", top_k, 1, max_top_k, "must be in [1, max_top_k]", "max_top_k")),
-        pad_(pad),
+      : tokens_(checked_tokens(tokens, top_k, experts, devices)), top_k_(top_k), pad_(pad),
         ids_(static_cast<std::size_t>(tokens) * top_k),
         weights_(static_cast<std::size_t>(tokens) * top_k),
         counts_(static_cast<std::size_t>(tokens)),
-        expert_tokens_(static_cast<std::size_t>(checked_size("routing_plan.experts", experts, 2, max_experts,
-                                                                           "must be in [2, max_experts]", "max_experts"))),
-        device_loads_(static_cast<std::size_t>(checked_size("routing_plan.devices", devices, 0, max_experts,
-                                                                          "must be in [0, max_experts]", "max_experts"))),
+        expert_tokens_(static_cast<std::size_t>(experts)),
+        device_loads_(static_cast<std::size_t>(devices)),
         guaranteed_(static_cast<std::size_t>(tokens)) {}
 
   plan_view view() {
@@ -137,9 +133,22 @@ class routing_plan {
   const plan_summary& summary() const noexcept { return summary_; }
 
  private:
-  static int checked_size(const char* name, int value, int lo, int hi, const char* range, const char* limit) {
-    if (value < lo || value > hi) throw routing_error(fail(errc::invalid_parameter, name, value, range, limit, hi));
-    return value;
+  /// Checks every size before the first buffer is allocated; returns `tokens`.
+  static int checked_tokens(int tokens, int top_k, int experts, int devices) {
+    constexpr auto bad = errc::invalid_parameter;
+    if (tokens < 0 || tokens > max_tokens) {
+      throw routing_error(fail(bad, "routing_plan.tokens", tokens, "must be in [0, max_tokens]", "max_tokens", max_tokens));
+    }
+    if (top_k < 1 || top_k > max_top_k) {
+      throw routing_error(fail(bad, "routing_plan.top_k", top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k));
+    }
+    if (experts < 2 || experts > max_experts) {
+      throw routing_error(fail(bad, "routing_plan.experts", experts, "must be in [2, max_experts]", "max_experts", max_experts));
+    }
+    if (devices < 0 || devices > max_experts) {
+      throw routing_error(fail(bad, "routing_plan.devices", devices, "must be in [0, max_experts]", "max_experts", max_experts));
+    }
+    return tokens;
   }
 
   std::size_t index(int token, int slot) const {

@@ -26,10 +26,10 @@ struct scoring_needs {
   /// c[e] from dense gates (some stage asked for `mass = dense`).
   bool dense_mass = false;
   /// p is read only as ratios within a token's top ranks (renormalised weights, sparse
-  /// gates): a softmax row can be ranked by its logits and only its top-k exponentiated,
-  /// relative to the top-1 logit; the denominator cancels. False when anything reads p
-  /// beyond that: dense masses, confidence, top-p or skip thresholds, raw weights, or a
-  /// user stage.
+  /// gates): a softmax row without a bias can be ranked by its logits and only its top-k
+  /// exponentiated, relative to the top-1 logit; the denominator cancels. False when
+  /// anything reads p beyond that: dense masses, confidence, top-p or skip thresholds, raw
+  /// weights, or a user stage.
   bool top_k_only = true;
 };
 

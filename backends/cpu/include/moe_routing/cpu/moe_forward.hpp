@@ -20,6 +20,7 @@
 #include <execution>
 #include <vector>
 
+#include "moe_routing/core/error.hpp"
 #include "moe_routing/core/status.hpp"
 #include "moe_routing/cpu/amx_projection.hpp"
 #include "moe_routing/cpu/projection_kernel.hpp"
@@ -41,7 +42,9 @@ class executor_workspace {
   executor_workspace() = default;
   explicit executor_workspace(executor_shape shape) { reserve(shape); }
 
+  /// Throws routing_error naming the size when one is out of range, before allocating.
   void reserve(executor_shape shape) {
+    throw_if_failed(validate_executor_shape(shape));
     shape_ = shape;
     const auto n = static_cast<std::size_t>(std::max(shape.max_tokens, 1));
     const int widest = std::max(shape.intermediate, shape.shared_intermediate);

@@ -129,9 +129,9 @@ class route_context {
 
   /// Pass 1: scores every valid row once and keeps its top-k with p and sparse gates;
   /// accumulates the column masses and votes when `needs.column_mass` (dense ones too
-  /// when `needs.dense_mass`). With `needs.top_k_only` a softmax row is ranked by its
-  /// logits and only its top-k are exponentiated, relative to the top-1 logit: its
-  /// candidate total and confidence are then not set (see `scoring_needs`).
+  /// when `needs.dense_mass`). With `needs.top_k_only` a softmax row without a bias is
+  /// ranked by its logits and only its top-k are exponentiated, relative to the top-1
+  /// logit: its candidate total and confidence are then not set (see `scoring_needs`).
   void score_tokens(const scoring_needs& needs) {
     const int n = tokens();
     const int e_count = experts();

@@ -36,38 +36,47 @@ struct policy_replay {
 };
 
 namespace detail {
-/// Sums of x and x^2 per figure, turned into mean and spread at the end. Quality figures
-/// (retained mass, recall, latency ratio) count only steps with a valid token: a step
-/// with nothing to route keeps nothing and loses nothing, and averaging it as 1.0 would
-/// flatter every policy. A figure no step counted has a NaN mean ("n/a" in reports).
+
+/// Sum of x and x^2 of one figure over the steps that count for it.
+struct figure_sum {
+  double sum = 0, squares = 0;
+  int count = 0;
+  void add(double value) {
+    sum += value;
+    squares += value * value;
+    ++count;
+  }
+  /// Mean and population spread; NaN for both when no step counted.
+  figure result() const {
+    if (count == 0) return {std::nan(""), std::nan("")};
+    const double mean = sum / count;
+    return {mean, std::sqrt(std::max(0.0, squares / count - mean * mean))};
+  }
+};
+
+/// The report's figures accumulated step by step. Quality figures (retained mass, recall,
+/// latency ratio) count only steps with a valid token: a step with nothing to route keeps
+/// nothing and loses nothing, and averaging it as 1.0 would flatter every policy.
 struct figure_sums {
-  static constexpr int figure_count = 6;
-  static constexpr bool needs_tokens[figure_count] = {false, false, true, true, false, true};
-  double sum[figure_count] = {}, squares[figure_count] = {};
-  int counted[figure_count] = {};
+  figure_sum active, selected, retained_mass, recall, max_device_load, latency_ratio;
   int steps = 0;
-  void add(const double (&values)[figure_count], bool has_valid_tokens) {
-    for (int i = 0; i < figure_count; ++i) {
-      if (needs_tokens[i] && !has_valid_tokens) continue;
-      sum[i] += values[i];
-      squares[i] += values[i] * values[i];
-      ++counted[i];
+  void add(const plan_metrics& m) {
+    active.add(m.active);
+    selected.add(m.selected);
+    max_device_load.add(m.max_device_load);
+    if (m.valid_tokens > 0) {
+      retained_mass.add(m.mean_retained_mass);
+      recall.add(m.mean_recall);
+      latency_ratio.add(m.modelled_latency_ratio);
     }
     ++steps;
   }
   replay_figures result() const {
-    figure f[figure_count];
-    for (int i = 0; i < figure_count; ++i) {
-      if (counted[i] == 0) {
-        f[i] = {std::nan(""), std::nan("")};
-        continue;
-      }
-      f[i].mean = sum[i] / counted[i];
-      f[i].spread = std::sqrt(std::max(0.0, squares[i] / counted[i] - f[i].mean * f[i].mean));
-    }
-    return {f[0], f[1], f[2], f[3], f[4], f[5], steps};
+    return {active.result(),          selected.result(), retained_mass.result(), recall.result(),
+            max_device_load.result(), latency_ratio.result(), steps};
   }
 };
+
 }  // namespace detail
 
 /// Called with (work done, total work) as a replay advances.
@@ -98,10 +107,8 @@ inline policy_replay replay_trace(const io::trace& trace, const runtime_policy& 
         return measure_plan(batch, plan, base, model);
       };
       const plan_metrics m = trace.half ? run(trace.batch<float16>(layer, s, segments)) : run(trace.batch<float>(layer, s, segments));
-      const double values[6] = {static_cast<double>(m.active), static_cast<double>(m.selected), m.mean_retained_mass,
-                                m.mean_recall, static_cast<double>(m.max_device_load), m.modelled_latency_ratio};
-      per_layer.add(values, m.valid_tokens > 0);
-      overall.add(values, m.valid_tokens > 0);
+      per_layer.add(m);
+      overall.add(m);
       if (progress) progress(static_cast<long long>(layer) * trace.step_count() + s + 1, total);
     }
     report.layers.push_back(per_layer.result());

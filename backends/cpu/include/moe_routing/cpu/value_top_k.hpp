@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Top-k of a row ranked by its raw values (a softmax row's logits), optionally among a
+/// Top-k of a row ranked by its raw values (any row without a bias), optionally among a
 /// subset of its experts: the CPU's hot loop when scoring a token and when `refine`
 /// looks past a token's stored top-k for experts of S.
 ///

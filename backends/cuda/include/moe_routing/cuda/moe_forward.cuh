@@ -138,7 +138,9 @@ __global__ void combine_kernel(const float* out, int d, plan_view plan, const in
 template <score_element Weight>
 class executor_workspace {
  public:
+  /// Throws routing_error naming the size when one is out of range, before allocating.
   explicit executor_workspace(const executor_shape& shape) : shape_(shape) {
+    throw_if_failed(validate_executor_shape(shape));
     const auto n = static_cast<std::size_t>(shape.max_tokens > 0 ? shape.max_tokens : 1);
     const auto rows = n * static_cast<std::size_t>(shape.top_k + shape.shared_experts);
     const int shared_h = shape.shared_intermediate > 0 ? shape.shared_intermediate : shape.intermediate;

@@ -4,8 +4,9 @@
 /// E <= 1024). Scores the row with the very formulas of `score_row.hpp`, applies the
 /// group limit, and selects ranks by repeated warp maxima of the rank keys. Sums that
 /// the CPU makes serially (softmax denominator, candidate total) are warp reductions
-/// here, so p may differ from the CPU's in the last bits (SPEC preamble); everything
-/// that decides a rank uses rank keys, which are exact.
+/// here, so p may differ from the CPU's in the last bits (SPEC preamble). Ranks use rank
+/// keys of the input values, exact on both backends, except in rows with a bias, which
+/// rank by s = p + bias and so share p's last bits.
 
 #include <cmath>
 #include <cstdint>
