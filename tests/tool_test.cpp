@@ -1,5 +1,7 @@
 // `moe-route route` on files, against the library called directly; exit statuses.
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -319,7 +321,10 @@ TEST_CASE("moe-route outputs are all or nothing, and never land on another file"
   SUBCASE("a device or a directory is never replaced by an output") {
     fs::create_directory(dir.file("d"));
     CHECK(run(route + " --ids " + dir.file("d") + " --weights " + dir.file("w.npy")) == 1);
-    CHECK(run(route + " --ids /dev/null --weights " + dir.file("w.npy")) == 1);
+    // A FIFO of our own stands for a device: a test must not risk replacing /dev/null.
+    REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
+    CHECK(run(route + " --ids " + dir.file("fifo") + " --weights " + dir.file("w.npy")) == 1);
+    CHECK(fs::is_fifo(dir.file("fifo")));
     CHECK_FALSE(fs::exists(dir.file("w.npy")));
   }
   SUBCASE("-h as an option's value is that value, not a request for help") {
@@ -355,6 +360,9 @@ TEST_CASE("moe-route gen replaces an earlier trace whole, and nothing else") {
   std::ofstream(dir.file("file")) << "x";
   CHECK(run("gen --preset uniform --out " + dir.file("file") + "/below") == 1);  // parent is a file
   CHECK(run("gen --preset uniform --layers 100000 --tokens 16384 --steps 100000 --out " + dir.file("huge")) == 2);
+  // More tokens than int32 offsets hold (checked first: the score count could then overflow).
+  CHECK(run_output("gen --preset uniform --tokens 16384 --steps 1000000000 --layers 4096 --experts 1024 --out " + dir.file("huge"), dir.path)
+            .find("a trace holds at most 1073741824 tokens") != std::string::npos);
   // Few enough tokens, but 2^39 scores: refused before the generator allocates them.
   CHECK(run_output("gen --preset uniform --layers 4096 --tokens 16384 --steps 8 --experts 1024 --out " + dir.file("huge"), dir.path)
             .find("scores: at most 268435456") != std::string::npos);
