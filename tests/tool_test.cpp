@@ -307,6 +307,15 @@ TEST_CASE("moe-route outputs are all or nothing, and never land on another file"
               dir.file("s.svg")) == 2);
     CHECK(read_file(trace_dir + "/scores.npy") == scores_before);
   }
+  SUBCASE("placement ids are checked before the device count is taken from them") {
+    for (const std::int32_t bad : {-2, 1024, 2147483647}) {
+      std::vector<std::int32_t> placement(16, 0);
+      placement[3] = bad;
+      mr::npy::write(dir.file("p.npy"), mr::npy::dtype::int32, {16}, placement.data());
+      CHECK(run_output(route + " --placement " + dir.file("p.npy") + outputs, dir.path) ==
+            "moe-route: " + dir.file("p.npy") + ": placement[3] = " + std::to_string(bad) + " must be in [0, 1023]");
+    }
+  }
   SUBCASE("an option given twice is refused, except the repeatable ones") {
     CHECK(run_output(route + " --top-k 4 --top-k 8" + outputs, dir.path) == "moe-route: option '--top-k' given twice");
     CHECK(run(route + outputs + " --ids " + dir.file("other.npy")) == 2);
