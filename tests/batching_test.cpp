@@ -1,0 +1,212 @@
+// Batch forming: signatures, unions and marginal costs against sets computed naively here;
+// every method a partition; the greedy oracle against a naive greedy and never worse than
+// random; MinHash on clustered pools; online admission's order and its fairness bound.
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <moe_routing/batching/form_batches.hpp>
+#include <moe_routing/batching/online_admission.hpp>
+
+namespace {
+
+namespace mb = moe_routing::batching;
+using expert_pairs = std::set<std::pair<int, int>>;  // (layer, expert)
+
+/// Random signatures, kept twice: in the library's bitsets and as plain sets. With
+/// `topics` > 0, each request draws most of its experts from its topic's own range.
+struct pool {
+  mb::request_signatures signatures;
+  std::vector<expert_pairs> sets;
+
+  pool(int requests, int layers, int experts, int per_layer, int topics, unsigned seed)
+      : signatures(requests, layers, experts), sets(static_cast<std::size_t>(requests)) {
+    std::mt19937 rng(seed);
+    for (int r = 0; r < requests; ++r) {
+      const int topic = topics > 0 ? r % topics : 0;
+      const int span = topics > 0 ? experts / topics : experts;
+      for (int l = 0; l < layers; ++l) {
+        for (int j = 0; j < per_layer; ++j) {
+          const bool own = topics > 0 && std::uniform_int_distribution<int>(0, 9)(rng) < 9;
+          const int e = own ? topic * span + std::uniform_int_distribution<int>(0, span - 1)(rng)
+                            : std::uniform_int_distribution<int>(0, experts - 1)(rng);
+          signatures.add(r, l, e);
+          sets[static_cast<std::size_t>(r)].insert({l, e});
+        }
+      }
+    }
+  }
+
+  long long naive_loads(const mb::batch_list& batches) const {
+    long long total = 0;
+    for (const auto& members : batches) {
+      expert_pairs joined;
+      for (const int r : members) joined.insert(sets[static_cast<std::size_t>(r)].begin(), sets[static_cast<std::size_t>(r)].end());
+      total += static_cast<long long>(joined.size());
+    }
+    return total;
+  }
+};
+
+/// Each request exactly once, no batch above B.
+void check_partition(const mb::batch_list& batches, int requests, int batch_size) {
+  std::vector<int> seen(static_cast<std::size_t>(requests), 0);
+  for (const auto& members : batches) {
+    REQUIRE(!members.empty());
+    REQUIRE(static_cast<int>(members.size()) <= batch_size);
+    for (const int r : members) ++seen[static_cast<std::size_t>(r)];
+  }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int count) { return count == 1; }));
+}
+
+/// The study's greedy written plainly over sets: oldest left as the seed, then the
+/// fewest new pairs, the oldest on ties.
+mb::batch_list naive_greedy(const std::vector<expert_pairs>& sets, int batch_size) {
+  std::vector<int> left(sets.size());
+  for (std::size_t i = 0; i < left.size(); ++i) left[i] = static_cast<int>(i);
+  mb::batch_list batches;
+  while (!left.empty()) {
+    std::vector<int> members = {left.front()};
+    expert_pairs joined = sets[static_cast<std::size_t>(left.front())];
+    left.erase(left.begin());
+    while (static_cast<int>(members.size()) < batch_size && !left.empty()) {
+      std::size_t best = 0;
+      long best_cost = -1;
+      for (std::size_t i = 0; i < left.size(); ++i) {
+        long cost = 0;
+        for (const auto& pair : sets[static_cast<std::size_t>(left[i])]) cost += joined.count(pair) == 0 ? 1 : 0;
+        if (best_cost < 0 || cost < best_cost) best = i, best_cost = cost;
+      }
+      members.push_back(left[best]);
+      joined.insert(sets[static_cast<std::size_t>(left[best])].begin(), sets[static_cast<std::size_t>(left[best])].end());
+      left.erase(left.begin() + static_cast<std::ptrdiff_t>(best));
+    }
+    batches.push_back(members);
+  }
+  return batches;
+}
+
+}  // namespace
+
+TEST_CASE("signatures: unions and new experts equal the naive sets'") {
+  for (const int experts : {2, 60, 64, 65, 256, 1024}) {
+    CAPTURE(experts);
+    const pool p(30, 3, experts, 5, 0, static_cast<unsigned>(experts));
+    mb::batch_union joined(p.signatures);
+    expert_pairs naive;
+    for (int r = 0; r < 30; ++r) {
+      long naive_new = 0;
+      for (const auto& pair : p.sets[static_cast<std::size_t>(r)]) naive_new += naive.count(pair) == 0 ? 1 : 0;
+      CHECK(joined.new_experts(r) == naive_new);
+      CHECK(p.signatures.size(r) == static_cast<int>(p.sets[static_cast<std::size_t>(r)].size()));
+      joined.add(r);
+      naive.insert(p.sets[static_cast<std::size_t>(r)].begin(), p.sets[static_cast<std::size_t>(r)].end());
+      CHECK(joined.loads() == static_cast<long long>(naive.size()));
+    }
+  }
+  // A plan row: padding ids are skipped.
+  mb::request_signatures s(1, 2, 8);
+  const std::int32_t row[4] = {3, 7, -1, 8};
+  s.add_row(0, 1, row, 4);
+  CHECK(s.contains(0, 1, 3));
+  CHECK(s.contains(0, 1, 7));
+  CHECK_FALSE(s.contains(0, 0, 3));
+  CHECK(s.size(0) == 2);
+  CHECK_THROWS_AS(mb::request_signatures(-1, 2, 8), moe_routing::routing_error);
+  CHECK_THROWS_AS(mb::request_signatures(4, 2, 2000), moe_routing::routing_error);
+}
+
+TEST_CASE("batch forming: a hand-worked pool") {
+  // Requests 0 and 2 use experts {0, 1}, requests 1 and 3 use {2, 3}; one layer, B = 2.
+  // Arrival order pairs strangers (4 + 4 = 8 loads); the oracle pairs alikes (2 + 2 = 4).
+  mb::request_signatures s(4, 1, 8);
+  for (const int r : {0, 2}) s.add(r, 0, 0), s.add(r, 0, 1);
+  for (const int r : {1, 3}) s.add(r, 0, 2), s.add(r, 0, 3);
+  CHECK(mb::expert_loads(s, mb::fifo_batches(4, 2)) == 8);
+  CHECK(mb::greedy_batches(s, 2) == mb::batch_list{{0, 2}, {1, 3}});
+  CHECK(mb::expert_loads(s, mb::greedy_batches(s, 2)) == 4);
+  CHECK(mb::expert_loads(s, mb::minhash_batches(s, 2)) == 4);
+  CHECK_THROWS_AS(mb::fifo_batches(4, 0), moe_routing::routing_error);
+}
+
+TEST_CASE("batch forming: partitions; the oracle equals a naive greedy and never loses to random") {
+  for (const int topics : {0, 4}) {
+    for (const int batch_size : {1, 3, 8}) {
+      CAPTURE(topics);
+      CAPTURE(batch_size);
+      const pool p(41, 4, 64, 6, topics, static_cast<unsigned>(100 + batch_size + topics));
+      const mb::batch_list greedy = mb::greedy_batches(p.signatures, batch_size);
+      check_partition(greedy, 41, batch_size);
+      CHECK(greedy == naive_greedy(p.sets, batch_size));
+      CHECK(mb::expert_loads(p.signatures, greedy) == p.naive_loads(greedy));
+      for (const std::uint64_t seed : {1u, 2u, 3u}) {
+        const mb::batch_list random = mb::random_batches(41, batch_size, seed);
+        check_partition(random, 41, batch_size);
+        CHECK(mb::expert_loads(p.signatures, greedy) <= mb::expert_loads(p.signatures, random));
+      }
+      check_partition(mb::fifo_batches(41, batch_size), 41, batch_size);
+      check_partition(mb::minhash_batches(p.signatures, batch_size), 41, batch_size);
+    }
+  }
+}
+
+TEST_CASE("random batches: the same for a seed, another for another seed") {
+  CHECK(mb::random_batches(100, 7, 5) == mb::random_batches(100, 7, 5));
+  CHECK(mb::random_batches(100, 7, 5) != mb::random_batches(100, 7, 6));
+}
+
+TEST_CASE("MinHash batches group requests of one topic, near the oracle on a clustered pool") {
+  const pool p(400, 4, 256, 8, 8, 77);  // 8 topics, 90% of each request's experts from its own
+  const long long random = mb::expert_loads(p.signatures, mb::random_batches(400, 16, 1));
+  const long long greedy = mb::expert_loads(p.signatures, mb::greedy_batches(p.signatures, 16));
+  const long long minhash = mb::expert_loads(p.signatures, mb::minhash_batches(p.signatures, 16));
+  INFO("random " << random << ", greedy " << greedy << ", minhash " << minhash);
+  CHECK(greedy < random);
+  CHECK(minhash < random);
+  // At least 70% of the oracle's saving on this pool (80% when written).
+  CHECK(static_cast<double>(random - minhash) >= 0.7 * static_cast<double>(random - greedy));
+}
+
+TEST_CASE("online admission: overdue requests first, then the fewest new experts") {
+  mb::request_signatures s(4, 1, 16);
+  for (const int e : {0, 1, 2}) s.add(0, 0, e);   // the running batch
+  for (const int e : {8, 9, 10}) s.add(1, 0, e);  // 3 new experts
+  s.add(2, 0, 1);                                 // none new
+  for (const int e : {2, 3}) s.add(3, 0, e);      // 1 new
+  mb::batch_union running(s);
+  running.add(0);
+  const std::vector<mb::waiting_request> queue = {{1, 0}, {2, 0}, {3, 0}};
+  CHECK(mb::choose_admissions(running, queue, 2, 5) == std::vector<int>{1, 2});
+  const std::vector<mb::waiting_request> overdue = {{1, 5}, {2, 0}, {3, 0}};
+  CHECK(mb::choose_admissions(running, overdue, 2, 5) == std::vector<int>{0, 1});
+  CHECK(mb::choose_admissions(running, queue, 5, 5).size() == 3);  // more slots than requests
+  CHECK(mb::choose_admissions(running, {}, 2, 5).empty());
+}
+
+TEST_CASE("online admission: no request waits past the bound under an adversarial stream") {
+  // One slot frees per step. A request whose experts nobody shares waits at the head of the
+  // queue while a cheap request (the running batch's own experts) arrives every step and
+  // would always be preferred; the bound must still admit it after max_wait steps.
+  const int steps = 40, max_wait = 6;
+  mb::request_signatures s(steps + 2, 1, 64);
+  for (int e = 0; e < 8; ++e) s.add(0, 0, e);        // the running batch
+  for (int e = 32; e < 48; ++e) s.add(1, 0, e);      // the expensive request
+  for (int r = 2; r < steps + 2; ++r) s.add(r, 0, r % 8);
+  mb::batch_union running(s);
+  running.add(0);
+  std::vector<mb::waiting_request> queue = {{1, 0}};
+  int admitted_after = -1;
+  for (int step = 0; step < steps && admitted_after < 0; ++step) {
+    queue.push_back({step + 2, 0});
+    for (const int position : mb::choose_admissions(running, queue, 1, max_wait)) {
+      if (queue[static_cast<std::size_t>(position)].request == 1) admitted_after = queue[static_cast<std::size_t>(position)].waited_steps;
+      queue.erase(queue.begin() + position);
+    }
+    for (auto& waiting : queue) ++waiting.waited_steps;
+  }
+  CHECK(admitted_after == max_wait);
+}
