@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <moe_routing/batching/form_batches.hpp>
 #include <moe_routing/io/npy.hpp>
 #include <moe_routing/io/trace.hpp>
 
@@ -377,4 +378,37 @@ TEST_CASE("moe-route gen replaces an earlier trace whole, and nothing else") {
             .find("scores: at most 268435456") != std::string::npos);
   CHECK_FALSE(fs::exists(dir.file("huge")));
   for (const auto& entry : fs::directory_iterator(dir.path)) CHECK(entry.path().string().find(".tmp") == std::string::npos);
+}
+
+TEST_CASE("moe-route batch reports the loads the library's batch forming gives the trace's requests") {
+  scratch_dir dir;
+  const std::string trace_dir = dir.file("t");
+  REQUIRE(run("gen --preset qwen3-30b-a3b --experts 64 --top-k 4 --layers 2 --tokens 8 --requests 2 --steps 6 --out " + trace_dir) == 0);
+  const std::string out = dir.file("batch.csv");
+  REQUIRE(std::system((std::string(MOE_ROUTE_BINARY) + " batch --trace " + trace_dir +
+                       " --batch-size 4 --method fifo --method oracle --csv > " + out + " 2>/dev/null").c_str()) == 0);
+  // The same requests (2 per step, 4 tokens each) and their vanilla experts, gathered here.
+  const mr::io::trace trace = mr::io::load_trace(trace_dir);
+  moe_routing::batching::request_signatures signatures(12, 2, 64);
+  std::vector<std::int32_t> segments;
+  mr::cpu::workspace ws({8, 64, 4});
+  for (int layer = 0; layer < 2; ++layer) {
+    for (int s = 0; s < 6; ++s) {
+      mr::routing_plan plan(8, 4, 64);
+      REQUIRE(mr::cpu::route(mr::presets::vanilla(4), trace.batch<float>(layer, s, segments), plan.view(), ws).ok());
+      for (int token = 0; token < 8; ++token) {
+        for (int j = 0; j < 4; ++j) signatures.add(2 * s + token / 4, layer, plan.id(token, j));
+      }
+    }
+  }
+  const std::string csv = read_file(out);
+  for (const auto& [method, batches] :
+       {std::pair{"fifo", moe_routing::batching::fifo_batches(12, 4)}, std::pair{"oracle", moe_routing::batching::greedy_batches(signatures, 4)}}) {
+    CAPTURE(method);
+    const std::string row = std::string(method) + ",3," + std::to_string(moe_routing::batching::expert_loads(signatures, batches)) + ",";
+    CHECK(csv.find(row) != std::string::npos);
+  }
+  CHECK(run("batch --trace " + trace_dir + " --batch-size 0") == 2);
+  CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --method psychic") == 2);
+  CHECK(run("batch --trace " + dir.file("missing") + " --batch-size 4") == 1);
 }

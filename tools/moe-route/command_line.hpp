@@ -133,5 +133,6 @@ int route_command(const std::vector<std::string>& words);
 int gen_command(const std::vector<std::string>& words);
 int replay_command(const std::vector<std::string>& words);
 int sweep_command(const std::vector<std::string>& words);
+int batch_command(const std::vector<std::string>& words);
 
 }  // namespace moe_route

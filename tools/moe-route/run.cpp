@@ -23,6 +23,7 @@ constexpr const char* usage_text =
     "  gen     write a synthetic router trace (uniform or a calibrated model preset)\n"
     "  replay  replay policies over a trace: |active|, retained mass, recall, latency\n"
     "  sweep   sweep policy parameters over a trace: CSV and an SVG Pareto plot\n"
+    "  batch   form batches of a trace's requests that share experts; loads per method\n"
     "\n"
     "Run 'moe-route <command> --help' for a command's options.\n";
 
@@ -31,6 +32,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& words) 
   if (command == "gen") return gen_command(words);
   if (command == "replay") return replay_command(words);
   if (command == "sweep") return sweep_command(words);
+  if (command == "batch") return batch_command(words);
   throw usage_error("unknown command '" + command + "' (try 'moe-route --help')");
 }
 
