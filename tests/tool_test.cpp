@@ -402,10 +402,11 @@ TEST_CASE("moe-route batch reports the loads the library's batch forming gives t
     }
   }
   const std::string csv = read_file(out);
-  for (const auto& [method, batches] :
+  for (const auto& formed :
        {std::pair{"fifo", moe_routing::batching::fifo_batches(12, 4)}, std::pair{"oracle", moe_routing::batching::greedy_batches(signatures, 4)}}) {
+    const std::string method = formed.first;  // a named copy: clang 14 cannot capture a structured binding
     CAPTURE(method);
-    const std::string row = std::string(method) + ",3," + std::to_string(moe_routing::batching::expert_loads(signatures, batches)) + ",";
+    const std::string row = method + ",3," + std::to_string(moe_routing::batching::expert_loads(signatures, formed.second)) + ",";
     CHECK(csv.find(row) != std::string::npos);
   }
   CHECK(run("batch --trace " + trace_dir + " --batch-size 0") == 2);
