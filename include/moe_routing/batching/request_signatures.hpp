@@ -66,7 +66,7 @@ class request_signatures {
 
  private:
   static int checked(const char* name, int value, int lo, int hi, const char* range) {
-    if (value < lo || value > hi) throw routing_error(fail(errc::invalid_parameter, name, value, range, "whose upper end is", hi));
+    throw_if_failed(check_range(errc::invalid_parameter, name, value, lo, hi, range, "whose upper end is"));
     return value;
   }
   std::size_t offset(int request) const noexcept {

@@ -67,6 +67,15 @@ struct routing_batch {
   int device_count = 0;
   phase step = phase::decode;
 
+  /// Rows rank by their input values (`rank_score`): no bias shifts the order, so the
+  /// value top-k and the list search over S apply, on every backend.
+  MOE_ROUTING_HOST_DEVICE constexpr bool ranks_by_input() const noexcept { return bias == nullptr; }
+  /// Softmax rows ranked by their logits: a token's top-k p can be taken relative to its
+  /// top-1 logit, so the denominator cancels (the top-k-only path and the sparse gates).
+  MOE_ROUTING_HOST_DEVICE constexpr bool softmax_by_logits() const noexcept {
+    return mode == scoring::softmax && ranks_by_input();
+  }
+
   MOE_ROUTING_HOST_DEVICE constexpr int tokens() const noexcept { return scores.rows; }
   MOE_ROUTING_HOST_DEVICE constexpr int experts() const noexcept { return scores.cols; }
   MOE_ROUTING_HOST_DEVICE constexpr bool is_valid(int token) const noexcept {
@@ -129,7 +138,7 @@ constexpr status validate_batch_shape(const routing_batch<Element>& batch) noexc
 /// filling a row from outside its kept groups, by index, is what no engine does.
 MOE_ROUTING_HOST_DEVICE constexpr status validate_group_candidates(const group_limit& groups, int experts,
                                                                    int top_k) noexcept {
-  if (!groups.enabled() || groups.n_group <= 0 || experts % groups.n_group != 0) return {};
+  if (!groups.enabled() || experts % groups.n_group != 0) return {};  // validate_groups reports the latter
   const int candidates = groups.topk_group * (experts / groups.n_group);
   if (candidates < top_k) {
     return fail(errc::invalid_parameter, "groups.topk_group", groups.topk_group,

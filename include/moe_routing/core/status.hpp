@@ -45,6 +45,13 @@ MOE_ROUTING_HOST_DEVICE constexpr status fail(errc code, const char* parameter, 
   return status{code, parameter, value, requirement, bound_name, bound};
 }
 
+/// `fail(code, ...)` when `value` lies outside [lo, hi], else ok. `requirement` spells
+/// the range ("must be in [0, max_tokens]") and `limit` names `hi` for the message.
+MOE_ROUTING_HOST_DEVICE constexpr status check_range(errc code, const char* parameter, int value, int lo, int hi,
+                                                     const char* requirement, const char* limit) noexcept {
+  return value < lo || value > hi ? fail(code, parameter, value, requirement, limit, hi) : status{};
+}
+
 }  // namespace moe_routing
 
 /// Return from the enclosing function when a status-returning expression fails.

@@ -16,19 +16,12 @@ struct workspace_shape {
 /// Whether `shape` is a workspace that can exist: sizes in the library's ranges (checked
 /// before anything is allocated for them).
 constexpr status validate_workspace_shape(const workspace_shape& shape) noexcept {
-  if (shape.max_tokens < 0 || shape.max_tokens > max_tokens) {
-    return fail(errc::invalid_parameter, "workspace.max_tokens", shape.max_tokens, "must be in [0, max_tokens]",
-                "max_tokens", max_tokens);
-  }
-  if (shape.experts < 2 || shape.experts > max_experts) {
-    return fail(errc::invalid_parameter, "workspace.experts", shape.experts, "must be in [2, max_experts]", "max_experts",
-                max_experts);
-  }
-  if (shape.top_k < 1 || shape.top_k > max_top_k) {
-    return fail(errc::invalid_parameter, "workspace.top_k", shape.top_k, "must be in [1, max_top_k]", "max_top_k",
-                max_top_k);
-  }
-  return {};
+  constexpr auto bad = errc::invalid_parameter;
+  MOE_ROUTING_TRY(check_range(bad, "workspace.max_tokens", shape.max_tokens, 0, max_tokens, "must be in [0, max_tokens]",
+                              "max_tokens"));
+  MOE_ROUTING_TRY(check_range(bad, "workspace.experts", shape.experts, 2, max_experts, "must be in [2, max_experts]",
+                              "max_experts"));
+  return check_range(bad, "workspace.top_k", shape.top_k, 1, max_top_k, "must be in [1, max_top_k]", "max_top_k");
 }
 
 /// Whether a workspace of `shape` serves a call of n tokens, E experts and plan width k.

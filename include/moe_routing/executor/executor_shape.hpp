@@ -35,32 +35,21 @@ inline constexpr int max_executor_width = 1 << 20;
 /// before anything is allocated for it.
 constexpr status validate_executor_shape(const executor_shape& shape) noexcept {
   constexpr auto bad = errc::invalid_parameter;
-  if (shape.max_tokens < 0 || shape.max_tokens > max_tokens) {
-    return fail(bad, "executor_shape.max_tokens", shape.max_tokens, "must be in [0, max_tokens]", "max_tokens", max_tokens);
-  }
-  if (shape.top_k < 1 || shape.top_k > max_top_k) {
-    return fail(bad, "executor_shape.top_k", shape.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
-  }
-  if (shape.experts < 1 || shape.experts > max_experts) {
-    return fail(bad, "executor_shape.experts", shape.experts, "must be in [1, max_experts]", "max_experts", max_experts);
-  }
-  if (shape.shared_experts < 0 || shape.shared_experts > max_experts) {
-    return fail(bad, "executor_shape.shared_experts", shape.shared_experts, "must be in [0, max_experts]", "max_experts",
-                max_experts);
-  }
-  if (shape.hidden < 1 || shape.hidden > max_executor_width) {
-    return fail(bad, "executor_shape.hidden", shape.hidden, "must be in [1, max_executor_width]", "max_executor_width",
-                max_executor_width);
-  }
-  if (shape.intermediate < 1 || shape.intermediate > max_executor_width) {
-    return fail(bad, "executor_shape.intermediate", shape.intermediate, "must be in [1, max_executor_width]",
-                "max_executor_width", max_executor_width);
-  }
-  if (shape.shared_intermediate < 0 || shape.shared_intermediate > max_executor_width) {
-    return fail(bad, "executor_shape.shared_intermediate", shape.shared_intermediate,
-                "must be in [0, max_executor_width]", "max_executor_width", max_executor_width);
-  }
-  return {};
+  constexpr int width = max_executor_width;
+  MOE_ROUTING_TRY(check_range(bad, "executor_shape.max_tokens", shape.max_tokens, 0, max_tokens,
+                              "must be in [0, max_tokens]", "max_tokens"));
+  MOE_ROUTING_TRY(check_range(bad, "executor_shape.top_k", shape.top_k, 1, max_top_k, "must be in [1, max_top_k]",
+                              "max_top_k"));
+  MOE_ROUTING_TRY(check_range(bad, "executor_shape.experts", shape.experts, 1, max_experts,
+                              "must be in [1, max_experts]", "max_experts"));
+  MOE_ROUTING_TRY(check_range(bad, "executor_shape.shared_experts", shape.shared_experts, 0, max_experts,
+                              "must be in [0, max_experts]", "max_experts"));
+  MOE_ROUTING_TRY(check_range(bad, "executor_shape.hidden", shape.hidden, 1, width, "must be in [1, max_executor_width]",
+                              "max_executor_width"));
+  MOE_ROUTING_TRY(check_range(bad, "executor_shape.intermediate", shape.intermediate, 1, width,
+                              "must be in [1, max_executor_width]", "max_executor_width"));
+  return check_range(bad, "executor_shape.shared_intermediate", shape.shared_intermediate, 0, width,
+                     "must be in [0, max_executor_width]", "max_executor_width");
 }
 
 /// Whether an executor workspace of `shape` serves weights `w` at n tokens and plan width

@@ -4,14 +4,14 @@
 /// C order): router traces and plans travel as the files `numpy.save` writes.
 /// Errors throw `npy_error` with the file name and what is wrong with it.
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <system_error>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
+#include <system_error>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +92,16 @@ inline std::string_view dict_value(std::string_view header, std::string_view key
   }
   while (end < header.size() && header[end] != ',' && header[end] != '}') ++end;
   return header.substr(begin, end - begin);
+}
+
+/// Why `path` cannot be read as a data file (missing, or not a regular file: a directory,
+/// a device such as /dev/zero, a pipe), or null when it can. Shared by every reader here.
+inline const char* unreadable_reason(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) return "cannot open file";
+  if (!std::filesystem::is_regular_file(status)) return "not a regular file";
+  return nullptr;
 }
 
 }  // namespace detail
@@ -212,22 +222,23 @@ inline array parse(const unsigned char* bytes, std::size_t length, const std::st
 /// Reads a `.npy` file: a regular file only (never a directory, device or pipe), and
 /// never more bytes than its header declares, which must be in the file.
 inline array read(const std::string& path) {
+  if (const char* reason = detail::unreadable_reason(path)) throw npy_error(path + ": " + reason);
   std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  if (error || !std::filesystem::exists(status)) throw npy_error(path + ": cannot open file");
-  if (!std::filesystem::is_regular_file(status)) throw npy_error(path + ": not a regular file");
   const std::uintmax_t file_size = std::filesystem::file_size(path, error);
   if (error) throw npy_error(path + ": cannot read the file size");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw npy_error(path + ": cannot open file");
-  std::vector<unsigned char> content(static_cast<std::size_t>(std::min<std::uintmax_t>(file_size, 4096)));
+  // The header is read first (numpy's fit in the first 4 KiB), the data only once the file
+  // is known to hold what the header declares.
+  constexpr std::size_t first_read = 4096;
+  std::vector<unsigned char> content(static_cast<std::size_t>(std::min<std::uintmax_t>(file_size, first_read)));
   in.read(reinterpret_cast<char*>(content.data()), static_cast<std::streamsize>(content.size()));
   bool needs_more = false;
   header_info header = parse_header(content.data(), content.size(), path, &needs_more);
   if (needs_more) {
     if (header.data_start > file_size) throw npy_error(path + ": truncated header");
     content.resize(header.data_start);
-    in.read(reinterpret_cast<char*>(content.data() + 4096), static_cast<std::streamsize>(header.data_start - 4096));
+    in.read(reinterpret_cast<char*>(content.data() + first_read), static_cast<std::streamsize>(header.data_start - first_read));
     header = parse_header(content.data(), content.size(), path);
   }
   array result = array_for(header, file_size, path);

@@ -22,7 +22,6 @@
 #include <map>
 #include <sstream>
 #include <string>
-#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -138,10 +137,7 @@ inline std::vector<std::int32_t> read_offsets(const std::filesystem::path& file,
 
 /// The text of trace.json: a regular file of at most 1 MiB (it holds a few fields).
 inline std::string read_metadata(const std::string& path) {
-  std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  if (error || !std::filesystem::exists(status)) throw trace_error(path + ": cannot open file");
-  if (!std::filesystem::is_regular_file(status)) throw trace_error(path + ": not a regular file");
+  if (const char* reason = npy::detail::unreadable_reason(path)) throw trace_error(path + ": " + reason);
   if (std::filesystem::file_size(path) > (std::size_t{1} << 20)) throw trace_error(path + ": larger than 1 MiB");
   std::ifstream in(path);
   if (!in) throw trace_error(path + ": cannot open file");

@@ -60,9 +60,8 @@ static_assert(std::is_trivially_copyable_v<plan_view>);
 /// checks device plans on the host.
 constexpr status validate_plan(const plan_view& plan, int tokens, int experts, int devices) noexcept {
   if (plan.tokens != tokens) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "batch.n", tokens);
-  if (plan.top_k < 1 || plan.top_k > max_top_k) {
-    return fail(errc::invalid_parameter, "plan.top_k", plan.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
-  }
+  MOE_ROUTING_TRY(check_range(errc::invalid_parameter, "plan.top_k", plan.top_k, 1, max_top_k, "must be in [1, max_top_k]",
+                              "max_top_k"));
   if (plan.summary == nullptr) return fail(errc::null_pointer, "plan.summary", 0, "must not be null");
   if (tokens > 0 && plan.ids == nullptr) return fail(errc::null_pointer, "plan.ids", 0, "must not be null when", "batch.n", tokens);
   if (tokens > 0 && plan.weights == nullptr) {
@@ -82,10 +81,11 @@ constexpr status validate_plan(const plan_view& plan, int tokens, int experts, i
   return {};
 }
 
-/// The plan's checks against a batch.
+/// The plan's checks against a batch, and the batch's group limit against the plan's width.
 template <score_element Element>
 constexpr status validate_plan(const plan_view& plan, const routing_batch<Element>& batch) noexcept {
-  return validate_plan(plan, batch.tokens(), batch.experts(), batch.placement != nullptr ? batch.device_count : 0);
+  MOE_ROUTING_TRY(validate_plan(plan, batch.tokens(), batch.experts(), batch.placement != nullptr ? batch.device_count : 0));
+  return validate_group_candidates(batch.groups, batch.experts(), plan.top_k);
 }
 
 /// A plan that owns its buffers. Sized once; reuse it across calls of the same shape.
@@ -119,6 +119,7 @@ class routing_plan {
 
   int tokens() const noexcept { return tokens_; }
   int top_k() const noexcept { return top_k_; }
+  const padding& pad() const noexcept { return pad_; }
   int experts() const noexcept { return static_cast<int>(expert_tokens_.size()); }
   int devices() const noexcept { return static_cast<int>(device_loads_.size()); }
   std::int32_t id(int token, int slot) const { return ids_[index(token, slot)]; }
@@ -136,18 +137,12 @@ class routing_plan {
   /// Checks every size before the first buffer is allocated; returns `tokens`.
   static int checked_tokens(int tokens, int top_k, int experts, int devices) {
     constexpr auto bad = errc::invalid_parameter;
-    if (tokens < 0 || tokens > max_tokens) {
-      throw routing_error(fail(bad, "routing_plan.tokens", tokens, "must be in [0, max_tokens]", "max_tokens", max_tokens));
-    }
-    if (top_k < 1 || top_k > max_top_k) {
-      throw routing_error(fail(bad, "routing_plan.top_k", top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k));
-    }
-    if (experts < 2 || experts > max_experts) {
-      throw routing_error(fail(bad, "routing_plan.experts", experts, "must be in [2, max_experts]", "max_experts", max_experts));
-    }
-    if (devices < 0 || devices > max_experts) {
-      throw routing_error(fail(bad, "routing_plan.devices", devices, "must be in [0, max_experts]", "max_experts", max_experts));
-    }
+    throw_if_failed(check_range(bad, "routing_plan.tokens", tokens, 0, max_tokens, "must be in [0, max_tokens]", "max_tokens"));
+    throw_if_failed(check_range(bad, "routing_plan.top_k", top_k, 1, max_top_k, "must be in [1, max_top_k]", "max_top_k"));
+    throw_if_failed(
+        check_range(bad, "routing_plan.experts", experts, 2, max_experts, "must be in [2, max_experts]", "max_experts"));
+    throw_if_failed(
+        check_range(bad, "routing_plan.devices", devices, 0, max_experts, "must be in [0, max_experts]", "max_experts"));
     return tokens;
   }
 

@@ -83,7 +83,7 @@ int assign_token(const refine& stage, Context& context, const selected_list& lis
 
   // Ranks beyond the stored top-k matter: select from S directly.
   const bool whole_row = max_rank < experts || context.batch().groups.enabled();
-  if (!whole_row && context.batch().bias == nullptr) {
+  if (!whole_row && context.batch().ranks_by_input()) {
     // ids[0..count) already hold S's members among the stored top-k, and every other expert
     // ranks below those: A_i goes on with the best k - count members of S outside the top-k,
     // ranked by the input values themselves (S by list, or S as the lane mask of a vector pass).
@@ -121,7 +121,7 @@ status assign_tokens(const refine& stage, Context& context, const plan_view& pla
   const int n = context.tokens();
   const int width = plan.top_k;
   selected_list listed;
-  if (context.batch().bias == nullptr && context.selected.size() <= max_listed) {
+  if (context.batch().ranks_by_input() && context.selected.size() <= max_listed) {
     listed.count = 0;
     context.selected.for_each([&](int e) {
       if (e < context.experts()) listed.ids[listed.count++] = e;

@@ -52,7 +52,6 @@ template <score_element Element>
 status check_call(const routing_batch<Element>& batch, const plan_view& plan, const workspace& ws) {
   MOE_ROUTING_TRY(validate_batch(batch));
   MOE_ROUTING_TRY(validate_plan(plan, batch));
-  MOE_ROUTING_TRY(validate_group_candidates(batch.groups, batch.experts(), plan.top_k));
   return check_workspace_shape(ws.shape(), batch.tokens(), batch.experts(), plan.top_k);
 }
 
@@ -148,11 +147,10 @@ class router {
   const routing_plan& route(const routing_batch<Element>& batch, padding pad = {}, ExecutionPolicy&& exec = {}) {
     const int devices = batch.placement != nullptr ? batch.device_count : 0;
     if (owned_.tokens() != batch.tokens() || owned_.top_k() != workspace_.shape().top_k ||
-        owned_.experts() != batch.experts() || owned_.devices() != devices || owned_pad_.kind != pad.kind ||
-        owned_pad_.sentinel_value != pad.sentinel_value) {
+        owned_.experts() != batch.experts() || owned_.devices() != devices || owned_.pad().kind != pad.kind ||
+        owned_.pad().sentinel_value != pad.sentinel_value) {
       throw_if_failed(validate_batch_shape(batch));  // sizes the plan only from a batch that can be routed
       owned_ = routing_plan(batch.tokens(), workspace_.shape().top_k, batch.experts(), devices, pad);
-      owned_pad_ = pad;
     }
     route(batch, owned_.view(), exec);
     return owned_;
@@ -170,7 +168,6 @@ class router {
   binding_shape bound_;
   workspace workspace_;
   routing_plan owned_;
-  padding owned_pad_;
 };
 
 }  // namespace moe_routing::cpu

@@ -78,7 +78,7 @@ class route_context {
   /// computes it (the limit needs the whole row).
   rank_key rank_key_of(int token, int expert) const noexcept {
     const float x = to_float(batch_.scores.row(token)[expert]);
-    if (batch_.bias == nullptr) return make_rank_key(x, expert);  // ranked by the input: no p needed
+    if (batch_.ranks_by_input()) return make_rank_key(x, expert);  // no p needed
     return make_rank_key(rank_score(x, probability_of(batch_.mode, x, stats(token)), batch_.bias, expert), expert);
   }
   /// p of one expert, recomputed exactly as the scoring pass computed it.
@@ -136,8 +136,7 @@ class route_context {
     const int n = tokens();
     const int e_count = experts();
     const auto width = static_cast<std::size_t>(e_count);
-    const bool cheap_softmax =
-        needs.top_k_only && batch_.mode == scoring::softmax && batch_.bias == nullptr && !batch_.groups.enabled();
+    const bool cheap_softmax = needs.top_k_only && batch_.softmax_by_logits() && !batch_.groups.enabled();
     const bool sum_columns = needs.column_mass;
     const bool dense_mass = needs.column_mass && needs.dense_mass;
     // One chunk (decode batches) sums straight into the totals: no reduction pass.
@@ -207,7 +206,7 @@ class route_context {
     const float top = to_float(row[ids[0]]);
     // With a bias the top-ranked logit need not be the largest of the top-k: exp(x_j - top)
     // could overflow, so such rows take their stored p.
-    if (batch_.mode == scoring::softmax && batch_.bias == nullptr && std::isfinite(top)) {
+    if (batch_.softmax_by_logits() && std::isfinite(top)) {
       float relative[max_top_k];
       row_stats unit;
       unit.max_logit = top;

@@ -96,7 +96,6 @@ template <score_element Element>
 status check_call(const routing_batch<Element>& batch, const plan_view& plan, const workspace& ws) {
   MOE_ROUTING_TRY(validate_batch_shape(batch));
   MOE_ROUTING_TRY(validate_plan(plan, batch));
-  MOE_ROUTING_TRY(validate_group_candidates(batch.groups, batch.experts(), plan.top_k));
   MOE_ROUTING_TRY(validate_workspace_shape(ws.shape()));
   if (!ws.has_buffer()) return fail(errc::null_pointer, "workspace buffer", 0, "must not be null");
   const std::size_t needed = workspace_bytes(ws.shape());

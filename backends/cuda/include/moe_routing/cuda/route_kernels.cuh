@@ -44,7 +44,7 @@ __device__ void record_top_k(const route_call<Element>& c, int token, const std:
   // The CPU's gates: softmax rows without a bias use exp(x_j - x_top1), so the denominator
   // cancels exactly.
   // With a bias the top-ranked logit need not be the largest: such rows take their p.
-  if (c.batch.mode == scoring::softmax && c.batch.bias == nullptr && isfinite(top_x[0])) {
+  if (c.batch.softmax_by_logits() && isfinite(top_x[0])) {
     row_stats unit;
     unit.max_logit = top_x[0];
     unit.denominator = 1.0f;
@@ -73,7 +73,7 @@ __device__ void record_top_k(const route_call<Element>& c, int token, const std:
 /// when the policy reads it. Every lane calls it.
 template <score_element Element>
 __device__ void score_valid_row(const route_call<Element>& c, int token, lane_row& row) {
-  const bool denominator_free = c.needs.top_k_only && c.batch.mode == scoring::softmax && c.batch.bias == nullptr;
+  const bool denominator_free = c.needs.top_k_only && c.batch.softmax_by_logits();
   const row_stats stats = score_row_on_warp(c.batch, token, denominator_free, row);
   if (lane_id() == 0) c.ws.stats[token] = stats;
   if (c.needs.column_mass && c.needs.dense_mass) {
@@ -155,7 +155,7 @@ __device__ void assign_token(const route_call<Element>& c, const std::uint32_t* 
   }
   if (!(count == k || (count > 0 && max_rank <= width))) {
     // Ranks beyond the stored top-k matter: rank the row again and pick from S.
-    if (c.batch.bias == nullptr && !c.batch.groups.enabled()) {  // ranked by the input values
+    if (c.batch.ranks_by_input() && !c.batch.groups.enabled()) {
       const Element* input = c.batch.scores.row(token);
       row.count = 0;
       for (int e = lane; e < experts; e += warp_lanes) row.keys[row.count++] = make_rank_key(to_float(input[e]), e);
