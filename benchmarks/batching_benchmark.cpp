@@ -81,7 +81,8 @@ void register_method(const std::string& name, auto method, std::initializer_list
 int main(int argc, char** argv) {
   register_method("fifo", [](const mb::request_signatures& p) { return mb::fifo_batches(p.requests(), batch_size); },
                   {1000, 10000, 100000});
-  register_method("random", [](const mb::request_signatures& p) { return mb::random_batches(p.requests(), batch_size, 1); },
+  register_method("random",
+                  [](const mb::request_signatures& p) { return mb::random_batches(p.requests(), batch_size, 1); },
                   {1000, 10000, 100000});
   register_method("minhash", [](const mb::request_signatures& p) { return mb::minhash_batches(p, batch_size); },
                   {1000, 10000, 100000});

@@ -145,7 +145,8 @@ struct device_call {
 
 template <class Score>
 void route_preset(benchmark::State& state, const std::string& name, mr::cuda::route_path path) {
-  const int n = static_cast<int>(state.range(0)), experts = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
+  const int n = static_cast<int>(state.range(0)), experts = static_cast<int>(state.range(1)),
+            k = static_cast<int>(state.range(2));
   device_call<Score> call(n, experts, k);
   const mr::runtime_policy policy = mr::parse_policy_or_throw(bench::preset_text(name, k));
   std::vector<std::int32_t> segments;  // 4-token requests, for xshare_spec
@@ -153,7 +154,8 @@ void route_preset(benchmark::State& state, const std::string& name, mr::cuda::ro
   if (segments.back() != n) segments.push_back(n);
   std::int32_t* device_segments = nullptr;
   check(cudaMalloc(&device_segments, segments.size() * sizeof(std::int32_t)), "cudaMalloc");
-  check(cudaMemcpy(device_segments, segments.data(), segments.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(device_segments, segments.data(), segments.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
   mr::routing_batch<Score> batch{mr::make_score_view(call.logits, n, experts)};
   batch.segments = device_segments;
   batch.request_count = static_cast<int>(segments.size()) - 1;
@@ -167,7 +169,8 @@ void route_preset(benchmark::State& state, const std::string& name, mr::cuda::ro
 
 template <class Score>
 void softmax_topk(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0)), experts = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
+  const int n = static_cast<int>(state.range(0)), experts = static_cast<int>(state.range(1)),
+            k = static_cast<int>(state.range(2));
   device_call<Score> call(n, experts, k);
   const int warps_per_block = 8;
   call.run(state, [&] {
@@ -180,11 +183,16 @@ template <class Score>
 void register_shape(const std::string& dtype, int n, int experts, int k) {
   const std::string shape = "/" + dtype;  // ArgNames add /n:N/E:E/k:K
   benchmark::RegisterBenchmark(("cuda/baseline/softmax_topk" + shape).c_str(), softmax_topk<Score>)
-      ->Args({n, experts, k})->ArgNames({"n", "E", "k"})->UseRealTime();
+      ->Args({n, experts, k})
+      ->ArgNames({"n", "E", "k"})
+      ->UseRealTime();
   for (const char* name : {"topk", "oea", "xshare", "xshare_spec", "lynx_lat", "lynx_acc", "skip"}) {
-    benchmark::RegisterBenchmark(("cuda/route/" + std::string(name) + shape).c_str(),
-                                 [name](benchmark::State& s) { route_preset<Score>(s, name, mr::cuda::route_path::automatic); })
-        ->Args({n, experts, k})->ArgNames({"n", "E", "k"})->UseRealTime();
+    benchmark::RegisterBenchmark(
+        ("cuda/route/" + std::string(name) + shape).c_str(),
+        [name](benchmark::State& s) { route_preset<Score>(s, name, mr::cuda::route_path::automatic); })
+        ->Args({n, experts, k})
+        ->ArgNames({"n", "E", "k"})
+        ->UseRealTime();
   }
   // Every path of the same call from n = 64 up: the fused/multi-kernel crossover
   // (fused_max_tokens), and warp top-k against cub::DeviceSegmentedSort at prefill sizes.
@@ -195,7 +203,9 @@ void register_shape(const std::string& dtype, int n, int experts, int k) {
       if (n > 1024 && path == mr::cuda::route_path::fused) continue;
       benchmark::RegisterBenchmark(("cuda/path/" + std::string(label) + "/oea" + shape).c_str(),
                                    [path](benchmark::State& s) { route_preset<Score>(s, "oea", path); })
-          ->Args({n, experts, k})->ArgNames({"n", "E", "k"})->UseRealTime();
+          ->Args({n, experts, k})
+          ->ArgNames({"n", "E", "k"})
+          ->UseRealTime();
     }
   }
 }

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <execution>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -56,7 +56,8 @@ class read_reference {
       const double* p = base + c * per_chunk;
       double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
       for (std::size_t i = 0; i < per_chunk; i += 8) {
-        s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3], s4 += p[i + 4], s5 += p[i + 5], s6 += p[i + 6], s7 += p[i + 7];
+        s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3], s4 += p[i + 4], s5 += p[i + 5], s6 += p[i + 6],
+            s7 += p[i + 7];
       }
       partial_[c] = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
     });
@@ -78,7 +79,8 @@ class read_reference {
 void bandwidth_read(benchmark::State& state) {
   read_reference& reference = read_reference::instance();
   for (auto _ : state) reference.read(static_cast<double>(reference.bytes()));
-  state.counters["bytes_per_second"] = benchmark::Counter(static_cast<double>(reference.bytes()), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(static_cast<double>(reference.bytes()), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["working_set_MiB"] = static_cast<double>(reference.bytes()) / (1 << 20);
 }
 
@@ -94,7 +96,8 @@ std::vector<mr::routing_plan> trace_plans(int n) {
   std::vector<std::int32_t> segments;
   for (int s = 0; s < trace.step_count(); ++s) {
     plans.emplace_back(n, top_k, experts);
-    mr::throw_if_failed(mr::cpu::route(mr::presets::vanilla(top_k), trace.batch<float>(0, s, segments), plans.back().view()));
+    mr::throw_if_failed(
+        mr::cpu::route(mr::presets::vanilla(top_k), trace.batch<float>(0, s, segments), plans.back().view()));
   }
   return plans;
 }
@@ -128,7 +131,9 @@ std::vector<mr::routing_plan> plans_with_active(int active) {
 void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans, bool paired = false) {
   std::function<double(double)> paired_read;
   if (paired) paired_read = [](double bytes) { return read_reference::instance().read(bytes); };
-  bench::run_layers(state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& { return plans[call % plans.size()]; }, paired_read);
+  bench::run_layers(
+      state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& { return plans[call % plans.size()]; },
+      paired_read);
 }
 
 const bool registered = [] {
@@ -136,12 +141,14 @@ const bool registered = [] {
   for (const int n : {1, 4, 16, 64}) {
     benchmark::RegisterBenchmark(("executor/qwen3/n:" + std::to_string(n)).c_str(),
                                  [n](benchmark::State& s) { run_plans(s, n, trace_plans(n), /*paired=*/true); })
-        ->UseRealTime()->Unit(benchmark::kMillisecond);
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   for (int active = 8; active <= 128; active += 12) {
     benchmark::RegisterBenchmark(("executor/active:" + std::to_string(active)).c_str(),
                                  [active](benchmark::State& s) { run_plans(s, 16, plans_with_active(active)); })
-        ->UseRealTime()->Unit(benchmark::kMillisecond);
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   return true;
 }();

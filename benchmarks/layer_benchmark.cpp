@@ -48,7 +48,8 @@ const mr::io::trace& trace_of(const std::string& preset, const batch_shape& shap
   return cache.back().second;
 }
 
-void layer(benchmark::State& state, const std::string& preset, const batch_shape& shape, const std::string& policy_text) {
+void layer(benchmark::State& state, const std::string& preset, const batch_shape& shape,
+           const std::string& policy_text) {
   const mr::io::trace& trace = trace_of(preset, shape);
   const int n = shape.tokens, experts = trace.experts;
   const mr::runtime_policy policy = mr::parse_policy_or_throw(policy_text);
@@ -57,13 +58,15 @@ void layer(benchmark::State& state, const std::string& preset, const batch_shape
   std::vector<std::int32_t> segments;
   double route_seconds = 0;
   bench::run_layers(state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& {
-    const auto batch = trace.batch<float>(0, static_cast<int>(call % static_cast<std::size_t>(trace.step_count())), segments);
+    const auto batch =
+        trace.batch<float>(0, static_cast<int>(call % static_cast<std::size_t>(trace.step_count())), segments);
     const auto start = std::chrono::steady_clock::now();
     mr::throw_if_failed(mr::cpu::route(policy, batch, plan.view(), route_ws));
     route_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return plan;
   });
-  state.counters["route_us"] = route_seconds * 1e6 / static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+  state.counters["route_us"] =
+      route_seconds * 1e6 / static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
 }
 
 const char* policies[][2] = {{"vanilla", "topk(k=8)"},
@@ -83,7 +86,8 @@ const bool registered = [] {
         const std::string text = policy[1];
         benchmark::RegisterBenchmark(("layer/" + preset + "/" + shape.name + "/" + policy[0]).c_str(),
                                      [preset, shape, text](benchmark::State& s) { layer(s, preset, shape, text); })
-            ->UseRealTime()->Unit(benchmark::kMillisecond);
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
       }
     }
   }

@@ -13,7 +13,7 @@
 
 #include <benchmark/benchmark.h>
 #include <moe_routing/cpu.hpp>
-#include <moe_routing/cpu/moe_forward.hpp>
+#include <moe_routing/cpu/executor/moe_forward.hpp>
 
 namespace bench {
 namespace mr = moe_routing;
@@ -31,7 +31,8 @@ class weight_pool {
     std::vector<std::size_t> chunks(static_cast<std::size_t>(layers) * experts * 3);
     std::iota(chunks.begin(), chunks.end(), std::size_t{0});
     std::for_each(std::execution::par, chunks.begin(), chunks.end(), [&](std::size_t c) {
-      for (std::size_t i = c * matrix; i < (c + 1) * matrix; ++i) storage_[i] = mr::bfloat16{static_cast<std::uint16_t>(0x3c00 + (i * 2654435761u >> 24) % 64)};
+      for (std::size_t i = c * matrix; i < (c + 1) * matrix; ++i)
+        storage_[i] = mr::bfloat16{static_cast<std::uint16_t>(0x3c00 + (i * 2654435761u >> 24) % 64)};
     });
     gate_.resize(static_cast<std::size_t>(layers)), up_.resize(gate_.size()), down_.resize(gate_.size());
     for (int l = 0; l < layers; ++l) {
@@ -81,7 +82,8 @@ inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, 
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
     mr::routing_plan& plan = plan_for(call);
-    const auto s = mr::cpu::moe_forward(x.data(), n, plan.view(), views[call % views.size()], y.data(), ws, std::execution::par);
+    const auto s =
+        mr::cpu::moe_forward(x.data(), n, plan.view(), views[call % views.size()], y.data(), ws, std::execution::par);
     benchmark::DoNotOptimize(s);
     benchmark::DoNotOptimize(y.data());
     if (paired_read) {
@@ -94,11 +96,13 @@ inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, 
     for (int i = 0; i < n; ++i) assignments_total += plan.count(i);
     ++call;
   }
-  if (paired_read && layer_seconds > 0) state.counters["fraction_of_read"] = read_seconds / layer_seconds;  // equal bytes
+  if (paired_read && layer_seconds > 0)
+    state.counters["fraction_of_read"] = read_seconds / layer_seconds;  // equal bytes
   const double calls = static_cast<double>(std::max<std::size_t>(call, 1));
   state.counters["active"] = active_total / calls;
   state.counters["assignments"] = assignments_total / calls;
-  state.counters["weight_bytes_per_second"] = benchmark::Counter(active_total / calls * expert_bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_bytes_per_second"] =
+      benchmark::Counter(active_total / calls * expert_bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["working_set_GiB"] = static_cast<double>(pool.layers()) * experts * expert_bytes / (1 << 30);
 }
 

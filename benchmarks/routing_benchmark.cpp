@@ -17,9 +17,9 @@
 #include <cmath>
 #include <execution>
 #include <map>
-#include <tuple>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -42,7 +42,8 @@ shape shape_of(const benchmark::State& state) {
 }
 
 void per_token_counter(benchmark::State& state, int n) {
-  state.counters["ns_per_token"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_token"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 /// Tuning data: rows in the pool of distinct batches an iteration takes its batch from.
@@ -129,12 +130,16 @@ void register_shape(const std::string& dtype, int n, int experts, int k) {
   for (const std::string name : {"topk", "oea", "xshare", "xshare_spec", "lynx_lat", "lynx_acc", "skip"}) {
     benchmark::RegisterBenchmark(("route/seq/" + name + shape).c_str(),
                                  [name](benchmark::State& s) { route_preset<Score>(s, name, std::execution::seq); })
-        ->Args({n, experts, k})->ArgNames({"n", "E", "k"});
+        ->Args({n, experts, k})
+        ->ArgNames({"n", "E", "k"});
     benchmark::RegisterBenchmark(("route/par/" + name + shape).c_str(),
                                  [name](benchmark::State& s) { route_preset<Score>(s, name, std::execution::par); })
-        ->Args({n, experts, k})->ArgNames({"n", "E", "k"});
+        ->Args({n, experts, k})
+        ->ArgNames({"n", "E", "k"});
   }
-  benchmark::RegisterBenchmark(("baseline/partial_sort" + shape).c_str(), partial_sort_topk<Score>)->Args({n, experts, k})->ArgNames({"n", "E", "k"});
+  benchmark::RegisterBenchmark(("baseline/partial_sort" + shape).c_str(), partial_sort_topk<Score>)
+      ->Args({n, experts, k})
+      ->ArgNames({"n", "E", "k"});
 }
 
 const bool registered = [] {
@@ -144,10 +149,15 @@ const bool registered = [] {
   // binary. run_benchmarks.sh interleaves repetitions in random order, where a slow first
   // repetition is one of five and the median drops it.
   for (const char* exec : {"seq", "par"}) {
-    benchmark::RegisterBenchmark((std::string("warmup/") + exec).c_str(), [exec](benchmark::State& s) {
-      if (std::string(exec) == "seq") route_preset<float>(s, "xshare", std::execution::seq);
-      else route_preset<float>(s, "xshare", std::execution::par);
-    })->Args({64, 256, 8})->MinTime(1.0);
+    benchmark::RegisterBenchmark((std::string("warmup/") + exec).c_str(),
+                                 [exec](benchmark::State& s) {
+                                   if (std::string(exec) == "seq")
+                                     route_preset<float>(s, "xshare", std::execution::seq);
+                                   else
+                                     route_preset<float>(s, "xshare", std::execution::par);
+                                 })
+        ->Args({64, 256, 8})
+        ->MinTime(1.0);
   }
   for (const int n : {1, 4, 16, 64, 256, 1024, 16384}) {
     for (const int experts : {64, 128, 256, 512}) {

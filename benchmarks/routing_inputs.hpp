@@ -22,12 +22,15 @@ std::vector<Score> generate_logits(int n, int experts, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> noise(0.0f, 1.0f);
   std::vector<float> prior(static_cast<std::size_t>(experts));
-  for (int e = 0; e < experts; ++e) prior[static_cast<std::size_t>(e)] = -0.7f * std::log1p(static_cast<float>((e * 7919) % experts));
+  for (int e = 0; e < experts; ++e)
+    prior[static_cast<std::size_t>(e)] = -0.7f * std::log1p(static_cast<float>((e * 7919) % experts));
   std::vector<Score> logits(static_cast<std::size_t>(n) * static_cast<std::size_t>(experts));
   for (std::size_t i = 0; i < logits.size(); ++i) {
     const float v = prior[i % static_cast<std::size_t>(experts)] + noise(rng);
-    if constexpr (std::is_same_v<Score, float>) logits[i] = v;
-    else logits[i] = mr::to_bfloat16(v);
+    if constexpr (std::is_same_v<Score, float>)
+      logits[i] = v;
+    else
+      logits[i] = mr::to_bfloat16(v);
   }
   return logits;
 }

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ doctest-dev librange-v3-dev libtbb-dev libbenchmark-dev ccache)
-[ "${1:-}" = test ] && packages+=(clang libclang-rt-14-dev python3)
+[ "${1:-}" = test ] && packages+=(clang clang-format libclang-rt-14-dev python3)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

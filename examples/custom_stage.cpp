@@ -27,9 +27,9 @@ int main() {
   int loads_plain = 0, loads_cached = 0;
   plain.summary().active.for_each([&](int e) { loads_plain += e >= 32; });
   cached.summary().active.for_each([&](int e) { loads_cached += e >= 32; });
-  std::printf("OEA(k0=2):                 |active| = %d, non-resident loads = %d\n",
-              plain.summary().active_count, loads_plain);
-  std::printf("OEA(k0=2) + resident:      |active| = %d, non-resident loads = %d\n",
-              cached.summary().active_count, loads_cached);
+  std::printf("OEA(k0=2):                 |active| = %d, non-resident loads = %d\n", plain.summary().active_count,
+              loads_plain);
+  std::printf("OEA(k0=2) + resident:      |active| = %d, non-resident loads = %d\n", cached.summary().active_count,
+              loads_cached);
   return 0;
 }

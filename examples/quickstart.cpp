@@ -18,7 +18,7 @@ int main() {
   mr::routing_plan plan(n, k, experts);
   mr::throw_if_failed(mr::cpu::route(policy, batch, plan.view(), ws));  // ids, weights [n, k]
 
-  std::printf("|active| = %d experts; token 0 -> expert %d (w = %.3f)\n",
-              plan.summary().active_count, plan.id(0, 0), plan.weight(0, 0));
+  std::printf("|active| = %d experts; token 0 -> expert %d (w = %.3f)\n", plan.summary().active_count, plan.id(0, 0),
+              plan.weight(0, 0));
   return 0;
 }

@@ -12,10 +12,13 @@ namespace examples {
 struct resident_experts {
   static constexpr moe_routing::stage_role role = moe_routing::stage_role::set;
   static constexpr const char* name = "resident_experts";
+  /// `apply` is host and device code that uses only what `set_stage_context` provides, so
+  /// the CUDA backend may run it too (on one thread of its block).
+  static constexpr bool runs_on_device = true;
   moe_routing::expert_set resident;
 
-  /// Called by the CPU backend with its route_context (see docs/policies.md).
-  void apply(auto& context) const {
+  /// Called by either backend with its stage context (see docs/policies.md).
+  MOE_ROUTING_HOST_DEVICE void apply(moe_routing::set_stage_context auto& context) const {
     for (int token = 0; token < context.tokens(); ++token) {
       if (!context.is_valid(token)) continue;
       for (const int expert : context.top_experts(token)) {

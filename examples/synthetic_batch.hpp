@@ -12,8 +12,8 @@
 
 namespace examples {
 
-inline std::vector<float> synthetic_logits(int tokens, int experts, std::uint32_t seed,
-                                           float popularity = 0.7f, float noise = 1.0f) {
+inline std::vector<float> synthetic_logits(int tokens, int experts, std::uint32_t seed, float popularity = 0.7f,
+                                           float noise = 1.0f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> gaussian(0.0f, 1.0f);
   std::vector<float> prior(static_cast<std::size_t>(experts));

@@ -47,9 +47,10 @@ TEST_CASE("a sequential routing call allocates nothing, for every preset") {
   batch.request_count = static_cast<int>(segments.size()) - 1;
   mr::cpu::workspace ws({n, experts, k});
   mr::routing_plan plan(n, k, experts, devices);
-  for (const char* text : {"topk(k=8)", "oea(k0=4,top_p=0.8,max_rank=20,k=8)", "pruned(k0=3,k=8)", "xshare(k0=1,m=16,k=8,gate=dense)",
-                           "xshare_spec(k0=1,m=2,m_r=4,k=8,gate=dense)", "xshare_ep(k0=1,m_g=20,k=8)", "lynx_lat(d=32,k=8)",
-                           "lynx_acc(conf=0.5,budget=24,k=8)", "skip(beta=0.3,k=8)"}) {
+  for (const char* text :
+       {"topk(k=8)", "oea(k0=4,top_p=0.8,max_rank=20,k=8)", "pruned(k0=3,k=8)", "xshare(k0=1,m=16,k=8,gate=dense)",
+        "xshare_spec(k0=1,m=2,m_r=4,k=8,gate=dense)", "xshare_ep(k0=1,m_g=20,k=8)", "lynx_lat(d=32,k=8)",
+        "lynx_acc(conf=0.5,budget=24,k=8)", "skip(beta=0.3,k=8)"}) {
     CAPTURE(text);
     const auto policy = mr::parse_policy_or_throw(text);
     REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());  // warm-up
@@ -77,10 +78,12 @@ TEST_CASE("parallel routing calls: the library allocates nothing of its own") {
   mr::cpu::workspace ws({n, experts, k});
   mr::routing_plan plan(n, k, experts);
   const auto policy = mr::presets::oea(3, k);
-  for (int warm = 0; warm < 50; ++warm) REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par).ok());
+  for (int warm = 0; warm < 50; ++warm)
+    REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par).ok());
   int failures = 0;
   const long before = allocations.load();
-  for (int call = 0; call < 20; ++call) failures += mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par).ok() ? 0 : 1;
+  for (int call = 0; call < 20; ++call)
+    failures += mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par).ok() ? 0 : 1;
   const long made = allocations.load() - before;
   CHECK(failures == 0);
   CHECK(made == 0);

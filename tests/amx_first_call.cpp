@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <vector>
 
-#include <moe_routing/cpu/amx_projection.hpp>
+#include <moe_routing/cpu/executor/amx_projection.hpp>
 
 int main() {
   namespace mr = moe_routing;

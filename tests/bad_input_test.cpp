@@ -3,165 +3,57 @@
 
 #include <limits>
 
+#include "backends/cpu_backend_runner.hpp"
+#include "bodies/bad_input_table.hpp"
 #include "plan_checks.hpp"
 
 namespace {
 namespace mr = test::mr;
-
-struct fixture {
-  int n = 4, experts = 16, k = 4;
-  std::vector<float> scores = std::vector<float>(64, 0.5f);
-  mr::routing_batch<float> batch{mr::make_score_view(scores.data(), 4, 16)};
-  mr::cpu::workspace ws{{4, 16, 4}};
-  mr::routing_plan plan{4, 4, 16};
-
-  std::string route() { return mr::to_string(mr::cpu::route(mr::presets::oea(2, 4), batch, plan.view(), ws)); }
-};
 }  // namespace
 
-TEST_CASE("shape and input errors name what is wrong") {
-  fixture f;
-  REQUIRE(f.route() == "ok");
-  SUBCASE("row stride below E") {
-    f.batch.scores.row_stride = 8;
-    CHECK(f.route() == "shape mismatch: batch.row_stride = 8: must be at least batch.E = 16");
-  }
-  SUBCASE("null scores") {
-    f.batch.scores.data = nullptr;
-    CHECK(f.route() == "null pointer: batch.scores.data = 0: must not be null when batch.n = 4");
-  }
-  SUBCASE("too few experts") {
-    f.batch.scores.cols = 1;
-    CHECK(f.route() == "shape mismatch: batch.E = 1: must be in [2, max_experts] max_experts = 1024");
-  }
-  SUBCASE("batch larger than supported") {
-    f.batch.scores.rows = 20000;
-    CHECK(f.route() == "shape mismatch: batch.n = 20000: must be in [0, max_tokens] max_tokens = 16384");
-  }
-  SUBCASE("plan for another batch size") {
-    f.batch.scores.rows = 3;
-    CHECK(f.route() == "shape mismatch: plan.tokens = 4: must equal batch.n = 3");
-  }
-  SUBCASE("workspace for fewer experts") {
-    f.ws = mr::cpu::workspace({4, 8, 4});
-    CHECK(f.route() == "workspace too small: workspace.experts = 8: must be at least batch.E = 16");
-  }
-  SUBCASE("a workspace for more experts serves a smaller batch") {
-    f.ws = mr::cpu::workspace({4, 64, 4});
-    CHECK(f.route() == "ok");
-  }
-  SUBCASE("workspace for fewer tokens") {
-    f.ws = mr::cpu::workspace({2, 16, 4});
-    CHECK(f.route() == "workspace too small: workspace.max_tokens = 2: must be at least batch.n = 4");
-  }
-  SUBCASE("k larger than E") {
-    f.batch.scores.cols = 3;
-    f.batch.scores.row_stride = 16;
-    f.ws = mr::cpu::workspace({4, 3, 4});
-    CHECK(f.route() == "invalid parameter: k = 4: must be at most the expert count E = 3");
-  }
-  SUBCASE("bias with probabilities input") {
-    std::vector<float> bias(16, 0.0f);
-    f.batch.bias = bias.data();
-    f.batch.mode = mr::scoring::probabilities;
-    CHECK(f.route() == "invalid parameter: batch.bias = 1: does not apply to probabilities input (s = p); scoring mode is batch.mode = 3");
-  }
-  SUBCASE("a bias is accepted with softmax scoring (s = p + bias)") {
-    std::vector<float> bias(16, 0.0f);
-    f.batch.bias = bias.data();
-    CHECK(f.route() == "ok");
-  }
-  SUBCASE("a plan sized for fewer experts than the batch") {
-    f.plan = mr::routing_plan(4, 4, 8);
-    CHECK(f.route() == "shape mismatch: plan.experts = 8: (the length of plan.expert_tokens) must be at least batch.E = 16");
-  }
-  SUBCASE("a plan sized for fewer devices than the placement") {
-    const std::vector<std::int32_t> placement = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
-    f.batch.placement = placement.data();
-    f.batch.device_count = 4;
-    f.plan = mr::routing_plan(4, 4, 16, 2);
-    CHECK(f.route() == "shape mismatch: plan.devices = 2: (the length of plan.device_loads) must be at least batch.device_count = 4");
-  }
-  SUBCASE("a hand-made plan view that gives expert_tokens without its length") {
-    mr::plan_view view = f.plan.view();
-    view.experts = 0;
-    CHECK(mr::to_string(mr::cpu::route(mr::presets::oea(2, 4), f.batch, view, f.ws)).find("plan.experts = 0") != std::string::npos);
-  }
-  SUBCASE("a group limit that leaves fewer candidates than k") {
-    f.batch.groups = {8, 1};  // one group of two experts kept, k = 4
-    CHECK(f.route() == "invalid parameter: groups.topk_group = 1: leaves topk_group * E / n_group candidate experts, fewer than plan.top_k = 4");
-    f.batch.groups = {8, 2};  // exactly k candidates: fine
-    CHECK(f.route() == "ok");
-  }
-  SUBCASE("groups that do not divide E") {
-    f.batch.groups = {5, 2};
-    CHECK(f.route() == "invalid parameter: groups.n_group = 5: must divide the expert count batch.E = 16");
-  }
-  SUBCASE("topk_group above n_group") {
-    f.batch.groups = {4, 5};
-    CHECK(f.route() == "invalid parameter: groups.topk_group = 5: must be in [1, groups.n_group] groups.n_group = 4");
-  }
-  SUBCASE("segments that go backwards") {
-    const std::vector<std::int32_t> segments = {0, 3, 2, 4};
-    f.batch.segments = segments.data();
-    f.batch.request_count = 3;
-    CHECK(f.route() == "invalid input: segments[r+1] = 2: must not be below the previous offset segments[r] = 3");
-  }
-  SUBCASE("segments that do not cover the batch") {
-    const std::vector<std::int32_t> segments = {0, 3};
-    f.batch.segments = segments.data();
-    f.batch.request_count = 1;
-    CHECK(f.route() == "invalid input: segments[R] = 3: must equal batch.n = 4");
-  }
-  SUBCASE("placement outside the devices") {
-    std::vector<std::int32_t> placement(16, 0);
-    placement[7] = 2;
-    f.batch.placement = placement.data();
-    f.batch.device_count = 2;
-    CHECK(f.route() == "invalid input: placement[e] = 2: must be in [0, device_count) batch.device_count = 2");
-  }
-  SUBCASE("more devices than the library supports") {
-    const std::vector<std::int32_t> placement(16, 0);
-    f.batch.placement = placement.data();
-    f.batch.device_count = 5000;
-    CHECK(f.route() == "invalid input: batch.device_count = 5000: must be in [1, max_experts] when a placement is given max_experts = 1024");
-  }
-  SUBCASE("null plan buffers") {
-    mr::plan_view view = f.plan.view();
-    view.ids = nullptr;
-    CHECK(mr::to_string(mr::cpu::route(mr::presets::oea(2, 4), f.batch, view, f.ws)).find("plan.ids") != std::string::npos);
-  }
-}
+// The table of broken calls and their messages (tests/bodies/bad_input_table.hpp), shared
+// with the CUDA backend (tests/cuda/backend_bodies_test.cu).
+MOE_ROUTING_BAD_INPUT_TESTS(test::cpu_backend_runner)
 
 TEST_CASE("the convenience router throws routing_error with the same message") {
-  CHECK_THROWS_WITH_AS(mr::cpu::router(mr::presets::oea(6, 4), {4, 16, 4}),
-                       "invalid parameter: prune.k0 = 6: must be at most the experts each token is assigned, refine.k = 4",
-                       mr::routing_error);
+  CHECK_THROWS_WITH_AS(
+      mr::cpu::router(mr::presets::oea(6, 4), {4, 16, 4}),
+      "invalid parameter: prune.k0 = 6: must be at most the experts each token is assigned, refine.k = 4",
+      mr::routing_error);
   CHECK_THROWS_WITH_AS(mr::cpu::router(mr::presets::oea(2, 4), {4, 16, 40}),
                        "invalid parameter: top_k = 40: must be in [1, max_top_k] max_top_k = 32", mr::routing_error);
   mr::cpu::router router(mr::presets::oea(2, 4), {4, 16, 4});
   std::vector<float> scores(5 * 16, 0.1f);
   mr::routing_batch<float> too_many{mr::make_score_view(scores.data(), 5, 16)};
-  CHECK_THROWS_WITH_AS(router.route(too_many), "workspace too small: workspace.max_tokens = 4: must be at least batch.n = 5",
+  CHECK_THROWS_WITH_AS(router.route(too_many),
+                       "workspace too small: workspace.max_tokens = 4: must be at least batch.n = 5",
                        mr::routing_error);
   mr::routing_batch<float> fine{mr::make_score_view(scores.data(), 4, 16)};
   CHECK(router.route(fine).summary().active_count >= 1);
 }
 
 TEST_CASE("sizes are refused before anything is allocated for them") {
-  CHECK_THROWS_WITH_AS(mr::routing_plan(-1, 4, 16), "invalid parameter: routing_plan.tokens = -1: must be in [0, max_tokens] max_tokens = 16384",
+  CHECK_THROWS_WITH_AS(mr::routing_plan(-1, 4, 16),
+                       "invalid parameter: routing_plan.tokens = -1: must be in [0, max_tokens] max_tokens = 16384",
                        mr::routing_error);
-  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 0, 16), "invalid parameter: routing_plan.top_k = 0: must be in [1, max_top_k] max_top_k = 32",
+  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 0, 16),
+                       "invalid parameter: routing_plan.top_k = 0: must be in [1, max_top_k] max_top_k = 32",
                        mr::routing_error);
-  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 4, 1 << 30), "invalid parameter: routing_plan.experts = 1073741824: must be in [2, max_experts] max_experts = 1024",
+  CHECK_THROWS_WITH_AS(
+      mr::routing_plan(4, 4, 1 << 30),
+      "invalid parameter: routing_plan.experts = 1073741824: must be in [2, max_experts] max_experts = 1024",
+      mr::routing_error);
+  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 4, 16, -2),
+                       "invalid parameter: routing_plan.devices = -2: must be in [0, max_experts] max_experts = 1024",
                        mr::routing_error);
-  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 4, 16, -2), "invalid parameter: routing_plan.devices = -2: must be in [0, max_experts] max_experts = 1024",
+  CHECK_THROWS_WITH_AS(mr::cpu::workspace({-1, 16, 4}),
+                       "invalid parameter: workspace.max_tokens = -1: must be in [0, max_tokens] max_tokens = 16384",
                        mr::routing_error);
-  CHECK_THROWS_WITH_AS(mr::cpu::workspace({-1, 16, 4}), "invalid parameter: workspace.max_tokens = -1: must be in [0, max_tokens] max_tokens = 16384",
+  CHECK_THROWS_WITH_AS(mr::cpu::workspace({4, 16, -3}),
+                       "invalid parameter: workspace.top_k = -3: must be in [1, max_top_k] max_top_k = 32",
                        mr::routing_error);
-  CHECK_THROWS_WITH_AS(mr::cpu::workspace({4, 16, -3}), "invalid parameter: workspace.top_k = -3: must be in [1, max_top_k] max_top_k = 32",
-                       mr::routing_error);
-  CHECK_THROWS_WITH_AS(mr::cpu::workspace({4, 2000, 4}), "invalid parameter: workspace.experts = 2000: must be in [2, max_experts] max_experts = 1024",
+  CHECK_THROWS_WITH_AS(mr::cpu::workspace({4, 2000, 4}),
+                       "invalid parameter: workspace.experts = 2000: must be in [2, max_experts] max_experts = 1024",
                        mr::routing_error);
 }
 
@@ -179,11 +71,14 @@ TEST_CASE("a router re-binds to a batch of another expert count, or refuses it")
   CHECK(test::identical(plan, expected));
   // k = 4 over 3 experts: refused by name, not routed past the row.
   mr::routing_batch<float> tiny{mr::make_score_view(scores.data(), 4, 3, 64)};
-  CHECK_THROWS_WITH_AS(router.route(tiny), "invalid parameter: k = 4: must be at most the expert count E = 3", mr::routing_error);
+  CHECK_THROWS_WITH_AS(router.route(tiny), "invalid parameter: k = 4: must be at most the expert count E = 3",
+                       mr::routing_error);
   // More experts than its workspace holds: refused.
   std::vector<float> wide(4 * 128, 1.0f);
   mr::routing_batch<float> wider{mr::make_score_view(wide.data(), 4, 128)};
-  CHECK_THROWS_WITH_AS(router.route(wider), "workspace too small: workspace.experts = 64: must be at least batch.E = 128", mr::routing_error);
+  CHECK_THROWS_WITH_AS(router.route(wider),
+                       "workspace too small: workspace.experts = 64: must be at least batch.E = 128",
+                       mr::routing_error);
   // And back to the full width: the same plan as a fresh router's.
   mr::routing_batch<float> full{mr::make_score_view(scores.data(), 4, 64)};
   mr::cpu::router fresh(mr::presets::oea(2, 4), {4, 64, 4});
@@ -227,9 +122,11 @@ TEST_CASE("non-finite scores: every row still gets a valid, finite, non-negative
   std::vector<float> scores;
   for (const auto& row : rows) scores.insert(scores.end(), row.begin(), row.end());
   const int n = static_cast<int>(rows.size());
-  for (const auto mode : {mr::scoring::softmax, mr::scoring::sigmoid, mr::scoring::sqrtsoftplus, mr::scoring::probabilities}) {
-    for (const char* text : {"topk(k=3)", "oea(k0=1,top_p=0.5,k=3)", "xshare(k0=1,m=2,k=3,gate=dense)", "lynx_acc(conf=0.9,budget=2,k=3)",
-                             "skip(beta=0.5,k=3)", "topk(k=3,weights=raw,scale=3)"}) {
+  for (const auto mode :
+       {mr::scoring::softmax, mr::scoring::sigmoid, mr::scoring::sqrtsoftplus, mr::scoring::probabilities}) {
+    for (const char* text :
+         {"topk(k=3)", "oea(k0=1,top_p=0.5,k=3)", "xshare(k0=1,m=2,k=3,gate=dense)", "lynx_acc(conf=0.9,budget=2,k=3)",
+          "skip(beta=0.5,k=3)", "topk(k=3,weights=raw,scale=3)"}) {
       CAPTURE(static_cast<int>(mode));
       CAPTURE(text);
       const auto policy = mr::parse_policy_or_throw(text);
@@ -246,7 +143,8 @@ TEST_CASE("non-finite scores: every row still gets a valid, finite, non-negative
           REQUIRE(plan.weight(i, j) >= 0.0f);
           sum += plan.weight(i, j);
         }
-        if (policy.assignment.weights == mr::weighting::renormalize) REQUIRE(sum == doctest::Approx(1.0f).epsilon(1e-5));
+        if (policy.assignment.weights == mr::weighting::renormalize)
+          REQUIRE(sum == doctest::Approx(1.0f).epsilon(1e-5));
       }
       // +inf ranks first, NaN last (SPEC section 2): row 3 in a mode that keeps +inf.
       if (mode == mr::scoring::probabilities) {
@@ -268,8 +166,10 @@ TEST_CASE("edge shapes: n = 1, E = k, k = 1, E = 1024, one request for the batch
     int n, experts, k;
     bool one_request, sparse_devices;
   };
-  const shape shapes[] = {{"n = 1", 1, 64, 8, false, false},       {"E = k", 12, 8, 8, false, false},
-                          {"k = 1", 20, 64, 1, false, false},       {"E = 1024", 24, 1024, 8, false, false},
+  const shape shapes[] = {{"n = 1", 1, 64, 8, false, false},
+                          {"E = k", 12, 8, 8, false, false},
+                          {"k = 1", 20, 64, 1, false, false},
+                          {"E = 1024", 24, 1024, 8, false, false},
                           {"one request holds the batch", 30, 64, 4, true, false},
                           {"devices with no expert", 16, 32, 4, false, true}};
   for (const auto& sh : shapes) {
@@ -286,7 +186,8 @@ TEST_CASE("edge shapes: n = 1, E = k, k = 1, E = 1024, one request for the batch
     p.ref.segments.assign(p.segments.begin(), p.segments.end());
     p.ref.G = sh.sparse_devices ? 8 : 2;
     p.placement.resize(static_cast<std::size_t>(sh.experts));
-    for (int e = 0; e < sh.experts; ++e) p.placement[static_cast<std::size_t>(e)] = sh.sparse_devices ? (e % 2) * 5 : e % 2;  // devices 1-4, 6, 7 empty
+    for (int e = 0; e < sh.experts; ++e)
+      p.placement[static_cast<std::size_t>(e)] = sh.sparse_devices ? (e % 2) * 5 : e % 2;  // devices 1-4, 6, 7 empty
     p.ref.placement.assign(p.placement.begin(), p.placement.end());
     const std::string K = std::to_string(sh.k);
     for (const std::string text : {"topk(k=" + K + ")", "oea(k0=1,k=" + K + ")", "xshare_ep(k0=1,m_g=0,k=" + K + ")",
@@ -297,7 +198,8 @@ TEST_CASE("edge shapes: n = 1, E = k, k = 1, E = 1024, one request for the batch
       const auto got = test::route_problem(p, policy);
       test::check_against_naive(got, naive::route(p.ref, test::to_naive(policy), p.top_k), text);
       if (text.find("m_g=0") != std::string::npos) {
-        CHECK(got.summary().selected_count == test::route_problem(p, mr::presets::oea(1, sh.k)).summary().selected_count);
+        CHECK(got.summary().selected_count ==
+              test::route_problem(p, mr::presets::oea(1, sh.k)).summary().selected_count);
       }
     }
   }
@@ -311,8 +213,9 @@ TEST_CASE("route without a workspace argument uses a per-thread workspace and gi
     const auto expected = test::route_problem(p, policy);
     mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G);
     const mr::status s = p.type == test::element::f32 ? mr::cpu::route(policy, p.batch<float>(), plan.view())
-                         : p.type == test::element::f16 ? mr::cpu::route(policy, p.batch<mr::float16>(), plan.view(), std::execution::par)
-                                                         : mr::cpu::route(policy, p.batch<mr::bfloat16>(), plan.view());
+                         : p.type == test::element::f16
+                             ? mr::cpu::route(policy, p.batch<mr::float16>(), plan.view(), std::execution::par)
+                             : mr::cpu::route(policy, p.batch<mr::bfloat16>(), plan.view());
     REQUIRE(s.ok());
     REQUIRE(test::identical(plan, expected));
   }
@@ -320,5 +223,6 @@ TEST_CASE("route without a workspace argument uses a per-thread workspace and gi
   std::vector<float> scores(16);
   mr::routing_batch<float> batch{mr::make_score_view(scores.data(), 1, 1)};
   mr::routing_plan plan(1, 1, 2);
-  CHECK(mr::to_string(mr::cpu::route(mr::presets::vanilla(1), batch, plan.view())).find("batch.E = 1") != std::string::npos);
+  CHECK(mr::to_string(mr::cpu::route(mr::presets::vanilla(1), batch, plan.view())).find("batch.E = 1") !=
+        std::string::npos);
 }

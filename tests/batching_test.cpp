@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <moe_routing/batching/expert_parallel_batches.hpp>
 #include <moe_routing/batching/form_batches.hpp>
 #include <moe_routing/batching/online_admission.hpp>
 
@@ -45,7 +46,8 @@ struct pool {
     long long total = 0;
     for (const auto& members : batches) {
       expert_pairs joined;
-      for (const int r : members) joined.insert(sets[static_cast<std::size_t>(r)].begin(), sets[static_cast<std::size_t>(r)].end());
+      for (const int r : members)
+        joined.insert(sets[static_cast<std::size_t>(r)].begin(), sets[static_cast<std::size_t>(r)].end());
       total += static_cast<long long>(joined.size());
     }
     return total;
@@ -82,7 +84,8 @@ mb::batch_list naive_greedy(const std::vector<expert_pairs>& sets, int batch_siz
         if (best_cost < 0 || cost < best_cost) best = i, best_cost = cost;
       }
       members.push_back(left[best]);
-      joined.insert(sets[static_cast<std::size_t>(left[best])].begin(), sets[static_cast<std::size_t>(left[best])].end());
+      joined.insert(sets[static_cast<std::size_t>(left[best])].begin(),
+                    sets[static_cast<std::size_t>(left[best])].end());
       left.erase(left.begin() + static_cast<std::ptrdiff_t>(best));
     }
     batches.push_back(members);
@@ -193,8 +196,8 @@ TEST_CASE("online admission: no request waits past the bound under an adversaria
   // would always be preferred; the bound must still admit it after max_wait steps.
   const int steps = 40, max_wait = 6;
   mb::request_signatures s(steps + 2, 1, 64);
-  for (int e = 0; e < 8; ++e) s.add(0, 0, e);        // the running batch
-  for (int e = 32; e < 48; ++e) s.add(1, 0, e);      // the expensive request
+  for (int e = 0; e < 8; ++e) s.add(0, 0, e);    // the running batch
+  for (int e = 32; e < 48; ++e) s.add(1, 0, e);  // the expensive request
   for (int r = 2; r < steps + 2; ++r) s.add(r, 0, r % 8);
   mb::batch_union running(s);
   running.add(0);
@@ -203,10 +206,87 @@ TEST_CASE("online admission: no request waits past the bound under an adversaria
   for (int step = 0; step < steps && admitted_after < 0; ++step) {
     queue.push_back({step + 2, 0});
     for (const int position : mb::choose_admissions(running, queue, 1, max_wait)) {
-      if (queue[static_cast<std::size_t>(position)].request == 1) admitted_after = queue[static_cast<std::size_t>(position)].waited_steps;
+      if (queue[static_cast<std::size_t>(position)].request == 1)
+        admitted_after = queue[static_cast<std::size_t>(position)].waited_steps;
       queue.erase(queue.begin() + position);
     }
     for (auto& waiting : queue) ++waiting.waited_steps;
   }
   CHECK(admitted_after == max_wait);
+}
+
+TEST_CASE("online batches: a partition, each request within max_wait steps of its arrival, saving on topics") {
+  const pool p(400, 4, 256, 8, 8, 91);
+  for (const int batch_size : {1, 5, 16}) {
+    for (const int max_wait : {0, 1, 3, 8}) {
+      CAPTURE(batch_size);
+      CAPTURE(max_wait);
+      const mb::batch_list online = mb::online_batches(p.signatures, batch_size, max_wait);
+      check_partition(online, 400, batch_size);
+      for (std::size_t step = 0; step < online.size(); ++step) {
+        for (const int request : online[step]) {
+          // batch_size * (max_wait / 2) requests wait at step 0, then batch_size arrive per step.
+          const int arrival_step = std::max(0, (request - batch_size * (max_wait / 2)) / batch_size);
+          CHECK(static_cast<int>(step) >= arrival_step);
+          CHECK(static_cast<int>(step) - arrival_step <= max_wait);
+        }
+      }
+      if (max_wait == 0) CHECK(online == mb::fifo_batches(400, batch_size));  // no waiting: arrival order
+    }
+  }
+  const long long fifo = mb::expert_loads(p.signatures, mb::fifo_batches(400, 16));
+  const long long online = mb::expert_loads(p.signatures, mb::online_batches(p.signatures, 16, 8));
+  INFO("fifo " << fifo << ", online " << online);
+  CHECK(online < fifo);
+}
+
+namespace {
+
+/// Busiest-device cost of a batch from the plain sets: per layer, the most distinct experts
+/// on one device, summed over layers.
+long long naive_busiest(const std::vector<expert_pairs>& sets, const std::vector<int>& members,
+                        const std::vector<std::int32_t>& placement, int devices, int layers) {
+  std::set<std::pair<int, int>> joined;
+  for (const int r : members)
+    joined.insert(sets[static_cast<std::size_t>(r)].begin(), sets[static_cast<std::size_t>(r)].end());
+  long long total = 0;
+  for (int l = 0; l < layers; ++l) {
+    std::vector<int> per_device(static_cast<std::size_t>(devices), 0);
+    for (const auto& [layer, e] : joined) {
+      if (layer == l) ++per_device[static_cast<std::size_t>(placement[static_cast<std::size_t>(e)])];
+    }
+    total += *std::max_element(per_device.begin(), per_device.end());
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("expert-parallel batches: the busiest device's cost against naive sets; greedy beats random on it") {
+  const int layers = 4, experts = 96, devices = 4;
+  const pool p(120, layers, experts, 6, 6, 23);
+  std::vector<std::int32_t> placement(experts);
+  for (int e = 0; e < experts; ++e) placement[static_cast<std::size_t>(e)] = (e * 7) % devices;  // scattered
+  const mb::device_masks masks(p.signatures, placement, devices);
+  mb::ep_batch_union growing(p.signatures, masks);
+  std::vector<int> members;
+  for (const int r : {3, 17, 40, 41, 99}) {
+    const long long before = naive_busiest(p.sets, members, placement, devices, layers);
+    members.push_back(r);
+    const long long after = naive_busiest(p.sets, members, placement, devices, layers);
+    CHECK(growing.added_cost(r) == after - before);
+    growing.add(r);
+    CHECK(growing.cost() == after);
+  }
+  const mb::batch_list greedy = mb::greedy_ep_batches(p.signatures, masks, 8);
+  check_partition(greedy, 120, 8);
+  long long naive_total = 0;
+  for (const auto& batch : greedy) naive_total += naive_busiest(p.sets, batch, placement, devices, layers);
+  CHECK(mb::busiest_device_loads(p.signatures, masks, greedy) == naive_total);
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    CHECK(mb::busiest_device_loads(p.signatures, masks, greedy) <
+          mb::busiest_device_loads(p.signatures, masks, mb::random_batches(120, 8, seed)));
+  }
+  CHECK_THROWS_WITH(mb::device_masks(p.signatures, std::vector<std::int32_t>(experts, devices), devices),
+                    doctest::Contains("placement[e] = 4"));
 }

@@ -46,10 +46,13 @@ TEST_CASE("concurrent routing with a shared policy gives the single-thread plans
           const auto& p = problems[(i + static_cast<std::size_t>(t)) % problems.size()];
           mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G);
           mr::cpu::workspace ws({p.ref.n, p.ref.E, p.top_k});
-          const auto s = p.type == test::element::f32 ? mr::cpu::route(policy, p.batch<float>(), plan.view(), ws, std::execution::par)
-                         : p.type == test::element::f16 ? mr::cpu::route(policy, p.batch<mr::float16>(), plan.view(), ws)
-                                                         : mr::cpu::route(policy, p.batch<mr::bfloat16>(), plan.view(), ws);
-          if (!s.ok() || !test::identical(plan, expected[(i + static_cast<std::size_t>(t)) % problems.size()])) ++mismatches[static_cast<std::size_t>(t)];
+          const auto s = p.type == test::element::f32
+                             ? mr::cpu::route(policy, p.batch<float>(), plan.view(), ws, std::execution::par)
+                         : p.type == test::element::f16
+                             ? mr::cpu::route(policy, p.batch<mr::float16>(), plan.view(), ws)
+                             : mr::cpu::route(policy, p.batch<mr::bfloat16>(), plan.view(), ws);
+          if (!s.ok() || !test::identical(plan, expected[(i + static_cast<std::size_t>(t)) % problems.size()]))
+            ++mismatches[static_cast<std::size_t>(t)];
         }
       }
     });

@@ -33,7 +33,8 @@ TEST_CASE("softmax top-k with renormalisation (Qwen3 norm_topk_prob, Mixtral)") 
       for (int j = 0; j < k; ++j) denominator += std::exp(static_cast<double>(row[index[j]]));
       for (int j = 0; j < k; ++j) {
         REQUIRE(plan.id(i, j) == index[j]);
-        CHECK(plan.weight(i, j) == doctest::Approx(std::exp(static_cast<double>(row[index[j]])) / denominator).epsilon(1e-5));
+        CHECK(plan.weight(i, j) ==
+              doctest::Approx(std::exp(static_cast<double>(row[index[j]])) / denominator).epsilon(1e-5));
       }
     }
   }
@@ -55,7 +56,8 @@ TEST_CASE("DeepSeek-V3: sigmoid, bias, n_group = 8, topk_group = 4, routed_scali
     batch.groups = {n_group, topk_group, mr::group_score::top2_sum};
     mr::cpu::workspace ws({n, experts, k});
     mr::routing_plan plan(n, k, experts);
-    REQUIRE(mr::cpu::route(mr::presets::vanilla(k, {mr::weighting::renormalize, scaling}), batch, plan.view(), ws).ok());
+    REQUIRE(
+        mr::cpu::route(mr::presets::vanilla(k, {mr::weighting::renormalize, scaling}), batch, plan.view(), ws).ok());
     for (int i = 0; i < n; ++i) {
       const float* row = &logits[static_cast<std::size_t>(i) * experts];
       std::vector<double> scores(experts), choice(experts);
@@ -77,7 +79,8 @@ TEST_CASE("DeepSeek-V3: sigmoid, bias, n_group = 8, topk_group = 4, routed_scali
       }
       std::vector<int> index(experts);
       std::iota(index.begin(), index.end(), 0);
-      std::partial_sort(index.begin(), index.begin() + k, index.end(), [&](int a, int b) { return masked[a] > masked[b]; });
+      std::partial_sort(index.begin(), index.begin() + k, index.end(),
+                        [&](int a, int b) { return masked[a] > masked[b]; });
       double sum = 0;
       for (int j = 0; j < k; ++j) sum += scores[index[j]];
       for (int j = 0; j < k; ++j) {

@@ -6,10 +6,9 @@
 
 TEST_CASE("metrics of OEA(k0=1) on the hand-example table") {
   namespace mr = test::mr;
-  const std::vector<float> table = {
-      0.50f, 0.30f, 0.10f, 0.05f, 0.03f, 0.02f,  //
-      0.05f, 0.40f, 0.35f, 0.10f, 0.06f, 0.04f,  //
-      0.02f, 0.03f, 0.05f, 0.60f, 0.20f, 0.10f};
+  const std::vector<float> table = {0.50f, 0.30f, 0.10f, 0.05f, 0.03f, 0.02f,  //
+                                    0.05f, 0.40f, 0.35f, 0.10f, 0.06f, 0.04f,  //
+                                    0.02f, 0.03f, 0.05f, 0.60f, 0.20f, 0.10f};
   const std::vector<std::int32_t> placement = {0, 0, 0, 1, 1, 1};
   mr::routing_batch<float> batch{mr::make_score_view(table.data(), 3, 6)};
   batch.mode = mr::scoring::probabilities;

@@ -85,8 +85,9 @@ struct expert_bank {
 
 /// The naive loop: for each token, each assigned expert, weight times its output, plus shared.
 template <class Weight>
-std::vector<double> naive_forward(const std::vector<float>& x, const mr::routing_plan& plan, const expert_bank<Weight>& routed,
-                                  const expert_bank<Weight>* shared, bool rounded = false) {
+std::vector<double> naive_forward(const std::vector<float>& x, const mr::routing_plan& plan,
+                                  const expert_bank<Weight>& routed, const expert_bank<Weight>* shared,
+                                  bool rounded = false) {
   const int n = plan.tokens(), d = routed.d;
   std::vector<double> y(static_cast<std::size_t>(n) * d, 0.0);
   for (int i = 0; i < n; ++i) {
@@ -139,8 +140,11 @@ struct layer_inputs {
   std::vector<std::int32_t> segments;
 
   layer_inputs(int tokens, int d, int expert_count, std::mt19937& rng)
-      : n(tokens), experts(expert_count), x(static_cast<std::size_t>(tokens) * d),
-        logits(static_cast<std::size_t>(tokens) * expert_count), mask(static_cast<std::size_t>(tokens), 1) {
+      : n(tokens),
+        experts(expert_count),
+        x(static_cast<std::size_t>(tokens) * d),
+        logits(static_cast<std::size_t>(tokens) * expert_count),
+        mask(static_cast<std::size_t>(tokens), 1) {
     for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
     for (auto& v : logits) v = std::normal_distribution<float>(0.0f, 2.0f)(rng);
     if (n > 3) mask[2] = 0;

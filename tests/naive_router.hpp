@@ -17,11 +17,11 @@ enum class mode { softmax, sigmoid, sqrtsoftplus, probabilities };
 
 struct batch {
   int n = 0, E = 0;
-  std::vector<float> x;       // n*E inputs, already as float
+  std::vector<float> x;  // n*E inputs, already as float
   mode scoring = mode::softmax;
-  std::vector<float> bias;    // empty = none
+  std::vector<float> bias;  // empty = none
   int n_group = 0, topk_group = 0;
-  bool group_max = false;     // false: top2_sum
+  bool group_max = false;          // false: top2_sum
   std::vector<std::uint8_t> mask;  // empty = all valid
   std::vector<int> segments;       // empty = one request per token
   std::vector<int> placement;      // empty = none
@@ -81,7 +81,8 @@ inline token_info score_token(const batch& b, int i) {
   t.s.assign(b.E, 0);
   if (b.scoring == mode::softmax) {
     float m = -INFINITY;
-    for (int e = 0; e < b.E; ++e) if (!std::isnan(x[e]) && x[e] > m) m = x[e];
+    for (int e = 0; e < b.E; ++e)
+      if (!std::isnan(x[e]) && x[e] > m) m = x[e];
     if (m == INFINITY) {
       float c = 0;
       for (int e = 0; e < b.E; ++e) c += x[e] == INFINITY ? 1.0f : 0.0f;
@@ -90,14 +91,18 @@ inline token_info score_token(const batch& b, int i) {
       for (int e = 0; e < b.E; ++e) t.p[e] = 1.0f / static_cast<float>(b.E);
     } else {
       float den = 0;
-      for (int e = 0; e < b.E; ++e) if (!std::isnan(x[e])) den += std::exp(x[e] - m);
+      for (int e = 0; e < b.E; ++e)
+        if (!std::isnan(x[e])) den += std::exp(x[e] - m);
       for (int e = 0; e < b.E; ++e) t.p[e] = std::isnan(x[e]) ? 0.0f : std::exp(x[e] - m) / den;
     }
   } else {
     for (int e = 0; e < b.E; ++e) {
-      if (b.scoring == mode::sigmoid) t.p[e] = 1.0f / (1.0f + std::exp(-x[e]));
-      else if (b.scoring == mode::sqrtsoftplus) t.p[e] = std::sqrt(x[e] > 20.0f ? x[e] : std::log1p(std::exp(x[e])));
-      else t.p[e] = x[e];
+      if (b.scoring == mode::sigmoid)
+        t.p[e] = 1.0f / (1.0f + std::exp(-x[e]));
+      else if (b.scoring == mode::sqrtsoftplus)
+        t.p[e] = std::sqrt(x[e] > 20.0f ? x[e] : std::log1p(std::exp(x[e])));
+      else
+        t.p[e] = x[e];
     }
   }
   // SPEC section 1: s = p, plus the bias when one is given.
@@ -115,7 +120,8 @@ inline token_info score_token(const batch& b, int i) {
     }
     std::vector<int> groups(b.n_group);
     std::iota(groups.begin(), groups.end(), 0);
-    std::sort(groups.begin(), groups.end(), [&](int a, int c) { return before(group_scores[a], a, group_scores[c], c); });
+    std::sort(groups.begin(), groups.end(),
+              [&](int a, int c) { return before(group_scores[a], a, group_scores[c], c); });
     for (int r = b.topk_group; r < b.n_group; ++r) {
       for (int e = groups[r] * size; e < (groups[r] + 1) * size; ++e) {
         t.candidate[e] = false;
@@ -152,7 +158,8 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
   }
   const int n = b.n, E = b.E;
   std::vector<token_info> info(n);
-  for (int i = 0; i < n; ++i) if (b.valid(i)) info[i] = score_token(b, i);
+  for (int i = 0; i < n; ++i)
+    if (b.valid(i)) info[i] = score_token(b, i);
 
   // gates over topk_i and column masses
   auto gate_of = [&](int i, int e) -> float {  // sparse gate
@@ -180,11 +187,14 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
   };
   auto column = [&](bool dense) {
     std::vector<std::int64_t> c(E, 0);
-    for (int i = 0; i < n; ++i) if (b.valid(i)) for (int e = 0; e < E; ++e) c[e] += mass_of(i, e, dense);
+    for (int i = 0; i < n; ++i)
+      if (b.valid(i))
+        for (int e = 0; e < E; ++e) c[e] += mass_of(i, e, dense);
     return c;
   };
   auto in_topk = [&](int i, int e) {
-    for (int j = 0; j < top_k; ++j) if (info[i].order[j] == e) return true;
+    for (int j = 0; j < top_k; ++j)
+      if (info[i].order[j] == e) return true;
     return false;
   };
 
@@ -197,12 +207,16 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
       guaranteed_set[info[i].order[j]] = true;
     }
   };
-  auto size_of = [&](const std::vector<bool>& set) { return static_cast<int>(std::count(set.begin(), set.end(), true)); };
+  auto size_of = [&](const std::vector<bool>& set) {
+    return static_cast<int>(std::count(set.begin(), set.end(), true));
+  };
 
   for (const stage& st : pol.sets) {
     if (st.kind == "topk_union") {
       const int k = st.k == 0 ? top_k : st.k;
-      for (int i = 0; i < n; ++i) if (b.valid(i)) for (int j = 0; j < k; ++j) S[info[i].order[j]] = true;
+      for (int i = 0; i < n; ++i)
+        if (b.valid(i))
+          for (int j = 0; j < k; ++j) S[info[i].order[j]] = true;
     } else if (st.kind == "prune") {
       for (int i = 0; i < n; ++i) {
         if (!b.valid(i)) continue;
@@ -212,7 +226,10 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
           float acc = 0;
           for (int j = 0; j < st.k0; ++j) {
             acc += std::max(0.0f, t.p[t.order[j]]);
-            if (acc >= st.top_p * t.total) { kp = j + 1; break; }
+            if (acc >= st.top_p * t.total) {
+              kp = j + 1;
+              break;
+            }
           }
         }
         int kb = 1;
@@ -222,14 +239,19 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
     } else if (st.kind == "greedy_mass") {
       const auto c = column(st.dense);
       std::vector<int> order;
-      for (int e = 0; e < E; ++e) if (!S[e] && c[e] > 0) order.push_back(e);
+      for (int e = 0; e < E; ++e)
+        if (!S[e] && c[e] > 0) order.push_back(e);
       std::sort(order.begin(), order.end(), [&](int a, int d) { return c[a] != c[d] ? c[a] > c[d] : a < d; });
       std::int64_t total = 0, held = 0;
-      for (int e = 0; e < E; ++e) { total += c[e]; if (S[e]) held += c[e]; }
+      for (int e = 0; e < E; ++e) {
+        total += c[e];
+        if (S[e]) held += c[e];
+      }
       for (std::size_t r = 0; r < order.size(); ++r) {
         if (st.add >= 0 && static_cast<int>(r) >= st.add) break;
         if (st.size >= 0 && size_of(S) >= st.size) break;
-        if (st.mass >= 0 && static_cast<double>(held) >= static_cast<double>(st.mass) * static_cast<double>(total)) break;
+        if (st.mass >= 0 && static_cast<double>(held) >= static_cast<double>(st.mass) * static_cast<double>(total))
+          break;
         S[order[r]] = true;
         held += c[order[r]];
       }
@@ -247,11 +269,13 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
           for (int e = 0; e < E; ++e) c[e] += mass_of(i, e, st.dense);
         }
         std::vector<int> order;
-        for (int e = 0; e < E; ++e) if (!base[e] && c[e] > 0) order.push_back(e);
+        for (int e = 0; e < E; ++e)
+          if (!base[e] && c[e] > 0) order.push_back(e);
         std::sort(order.begin(), order.end(), [&](int a, int d) { return c[a] != c[d] ? c[a] > c[d] : a < d; });
         for (int j = 0; j < std::min<int>(st.m_r, static_cast<int>(order.size())); ++j) add[order[j]] = true;
       }
-      for (int e = 0; e < E; ++e) if (add[e]) S[e] = true;
+      for (int e = 0; e < E; ++e)
+        if (add[e]) S[e] = true;
     } else if (st.kind == "ep_fill") {
       const auto c = column(st.dense);
       while (true) {
@@ -265,20 +289,27 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
             if (S[e] || b.placement[e] != g || c[e] <= 0) continue;
             if (best < 0 || c[e] > c[best]) best = e;
           }
-          if (best >= 0) { S[best] = true; added = true; }
+          if (best >= 0) {
+            S[best] = true;
+            added = true;
+          }
         }
         if (!added) break;
       }
     } else if (st.kind == "vote_drop") {
       const auto c = column(st.dense);
       std::vector<int> votes(E, 0);
-      for (int i = 0; i < n; ++i) if (b.valid(i)) for (int e = 0; e < E; ++e) votes[e] += in_topk(i, e);
+      for (int i = 0; i < n; ++i)
+        if (b.valid(i))
+          for (int e = 0; e < E; ++e) votes[e] += in_topk(i, e);
       for (int drop = 0; drop < st.d; ++drop) {
         if (size_of(S) <= 1) break;
         int worst = -1;
         for (int e = 0; e < E; ++e) {
           if (!S[e] || guaranteed_set[e]) continue;
-          if (worst < 0 || votes[e] < votes[worst] || (votes[e] == votes[worst] && (c[e] < c[worst] || (c[e] == c[worst] && e > worst)))) worst = e;
+          if (worst < 0 || votes[e] < votes[worst] ||
+              (votes[e] == votes[worst] && (c[e] < c[worst] || (c[e] == c[worst] && e > worst))))
+            worst = e;
         }
         if (worst < 0) break;
         S[worst] = false;
@@ -287,8 +318,13 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
       const auto c = column(st.dense);
       std::vector<bool> important(n, false);
       bool any = false;
-      for (int i = 0; i < n; ++i) if (b.valid(i) && info[i].confidence >= st.conf) { important[i] = true; any = true; }
-      if (!any) for (int i = 0; i < n; ++i) important[i] = b.valid(i);
+      for (int i = 0; i < n; ++i)
+        if (b.valid(i) && info[i].confidence >= st.conf) {
+          important[i] = true;
+          any = true;
+        }
+      if (!any)
+        for (int i = 0; i < n; ++i) important[i] = b.valid(i);
       std::vector<bool> kept(E, false);
       std::vector<int> votes(E, 0);
       for (int i = 0; i < n; ++i) {
@@ -327,17 +363,26 @@ inline plan route(const batch& b, const policy& pol_in, int top_k) {
       if (S[t.order[r]]) A.push_back(t.order[r]);
     }
     if (A.empty()) {
-      for (int r = 0; r < E; ++r) if (S[t.order[r]]) { A.push_back(t.order[r]); break; }
+      for (int r = 0; r < E; ++r)
+        if (S[t.order[r]]) {
+          A.push_back(t.order[r]);
+          break;
+        }
     }
     std::vector<float> w(A.size());
     float sum = 0;
-    for (std::size_t j = 0; j < A.size(); ++j) { w[j] = std::max(0.0f, t.p[A[j]]); if (std::isnan(t.p[A[j]])) w[j] = NAN; sum += w[j]; }
+    for (std::size_t j = 0; j < A.size(); ++j) {
+      w[j] = std::max(0.0f, t.p[A[j]]);
+      if (std::isnan(t.p[A[j]])) w[j] = NAN;
+      sum += w[j];
+    }
     bool equal = !(sum > 0) || !std::isfinite(sum);
     for (std::size_t j = 0; j < A.size() && !equal; ++j) {
       w[j] = pol.raw ? w[j] * pol.scale : w[j] / sum * pol.scale;
       equal = !std::isfinite(w[j]);
     }
-    if (equal) for (auto& v : w) v = pol.scale / static_cast<float>(A.size());
+    if (equal)
+      for (auto& v : w) v = pol.scale / static_cast<float>(A.size());
     out.counts[i] = static_cast<int>(A.size());
     for (std::size_t j = 0; j < A.size(); ++j) {
       out.ids[static_cast<std::size_t>(i) * top_k + j] = A[j];

@@ -13,7 +13,14 @@ std::vector<unsigned char> bytes_of(const std::string& text) { return {text.begi
 /// A version-1 file with an arbitrary header text and payload size.
 std::vector<unsigned char> handmade(const std::string& header, std::size_t payload) {
   std::vector<unsigned char> out(10 + header.size() + payload, 0);
-  const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  const unsigned char preamble[10] = {0x93,
+                                      'N',
+                                      'U',
+                                      'M',
+                                      'P',
+                                      'Y',
+                                      1,
+                                      0,
                                       static_cast<unsigned char>(header.size() & 0xff),
                                       static_cast<unsigned char>(header.size() >> 8)};
   std::memcpy(out.data(), preamble, 10);
@@ -68,11 +75,14 @@ TEST_CASE("corrupted files are rejected with a clear message") {
       {"header longer than file", {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0xff, 0x00, '{'}, "truncated header"},
       {"truncated data", handmade("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 4), }\n", 60),
        "truncated data: shape needs 64 bytes, file holds 60"},
-      {"wrong dtype", handmade("{'descr': '<c16', 'fortran_order': False, 'shape': (2,), }\n", 32), "unsupported dtype '<c16'"},
-      {"big endian", handmade("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", 8), "unsupported dtype '>f4'"},
+      {"wrong dtype", handmade("{'descr': '<c16', 'fortran_order': False, 'shape': (2,), }\n", 32),
+       "unsupported dtype '<c16'"},
+      {"big endian", handmade("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", 8),
+       "unsupported dtype '>f4'"},
       {"fortran order", handmade("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }\n", 16), "Fortran-order"},
       {"no shape", handmade("{'descr': '<f4', 'fortran_order': False, }\n", 4), "no 'shape' entry"},
-      {"garbage shape", handmade("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }\n", 8), "malformed shape"},
+      {"garbage shape", handmade("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }\n", 8),
+       "malformed shape"},
       {"unclosed shape", handmade("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2", 8), "malformed shape"},
   };
   for (const auto& c : table) {

@@ -18,9 +18,15 @@ mr::routing_plan route_problem(const problem& p, const Policy& policy, mr::paddi
   mr::cpu::workspace ws({p.ref.n, p.ref.E, p.top_k});
   mr::status s;
   switch (p.type) {
-    case element::f32: s = mr::cpu::route(policy, p.batch<float>(), plan.view(), ws, exec); break;
-    case element::f16: s = mr::cpu::route(policy, p.batch<mr::float16>(), plan.view(), ws, exec); break;
-    case element::bf16: s = mr::cpu::route(policy, p.batch<mr::bfloat16>(), plan.view(), ws, exec); break;
+    case element::f32:
+      s = mr::cpu::route(policy, p.batch<float>(), plan.view(), ws, exec);
+      break;
+    case element::f16:
+      s = mr::cpu::route(policy, p.batch<mr::float16>(), plan.view(), ws, exec);
+      break;
+    case element::bf16:
+      s = mr::cpu::route(policy, p.batch<mr::bfloat16>(), plan.view(), ws, exec);
+      break;
   }
   REQUIRE_MESSAGE(s.ok(), mr::to_string(s));
   return plan;
@@ -52,7 +58,8 @@ inline void check_against_naive(const mr::routing_plan& got, const naive::plan& 
 /// Bitwise equality of two plans (determinism).
 inline bool identical(const mr::routing_plan& a, const mr::routing_plan& b) {
   const bool same_weight_bits = a.weights().size() == b.weights().size() &&
-      (a.weights().empty() || std::memcmp(a.weights().data(), b.weights().data(), a.weights().size() * sizeof(float)) == 0);
+                                (a.weights().empty() || std::memcmp(a.weights().data(), b.weights().data(),
+                                                                    a.weights().size() * sizeof(float)) == 0);
   return a.ids() == b.ids() && a.counts() == b.counts() && same_weight_bits &&
          a.summary().active == b.summary().active && a.summary().selected == b.summary().selected &&
          a.expert_tokens() == b.expert_tokens() && a.device_loads() == b.device_loads();

@@ -10,7 +10,9 @@ namespace {
 namespace mr = test::mr;
 
 template <class A, class B>
-concept composable = requires(A a, B b) { a | b; };
+concept composable = requires(A a, B b) {
+  a | b;
+};
 
 template <class Policy>
 concept routable_on_cpu = requires(const Policy& policy, const mr::routing_batch<float>& batch,
@@ -71,7 +73,8 @@ TEST_CASE("a user-written stage composes with built-in ones and does what it say
     REQUIRE(mr::validate_policy(policy).ok());
     const auto plan = test::route_problem(p, policy);
     // S must be OEA's S plus exactly the resident experts some valid token has in its top-k.
-    const auto oea = naive::route(p.ref, naive::policy{.sets = {naive::stage{.kind = "prune", .k0 = k0}}, .k = p.top_k}, p.top_k);
+    const auto oea =
+        naive::route(p.ref, naive::policy{.sets = {naive::stage{.kind = "prune", .k0 = k0}}, .k = p.top_k}, p.top_k);
     p.ref.prefill = false;
     std::vector<bool> expected = oea.S;
     for (int i = 0; i < p.ref.n; ++i) {
@@ -110,7 +113,9 @@ TEST_CASE("a user stage that empties S while tokens are valid is reported before
   mr::routing_plan plan(3, 2, 8);
   const auto policy = mr::prune{.k0 = 1} | forget_everything{} | mr::refine{.k = 2};
   const mr::status s = mr::cpu::route(policy, batch, plan.view(), ws);
-  CHECK(mr::to_string(s) == "invalid parameter: selected set size = 0: must not be 0 while valid tokens exist: a custom set stage emptied S");
+  CHECK(
+      mr::to_string(s) ==
+      "invalid parameter: selected set size = 0: must not be 0 while valid tokens exist: a custom set stage emptied S");
   CHECK(plan.ids() == std::vector<std::int32_t>(6, 0));  // untouched: no half-assigned rows
   const std::vector<std::uint8_t> none(3, 0);
   batch.token_mask = none.data();

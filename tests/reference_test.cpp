@@ -53,14 +53,16 @@ TEST_CASE("compile-time presets give the same plan as their text form") {
     const std::string K = std::to_string(k), K0 = std::to_string(k0);
     same(mr::presets::vanilla(k), "topk(k=" + K + ")");
     same(mr::presets::oea(k0, k), "oea(k0=" + K0 + ",k=" + K + ")");
-    same(mr::presets::oea_general(k0, 0.5f, k, k0 + 3), "oea(k0=" + K0 + ",top_p=0.5,max_rank=" + std::to_string(k0 + 3) + ",k=" + K + ")");
+    same(mr::presets::oea_general(k0, 0.5f, k, k0 + 3),
+         "oea(k0=" + K0 + ",top_p=0.5,max_rank=" + std::to_string(k0 + 3) + ",k=" + K + ")");
     same(mr::presets::pruned_only(k0, k), "pruned(k0=" + K0 + ",k=" + K + ")");
     same(mr::presets::xshare_batch(k0, 5, k), "xshare(k0=" + K0 + ",m=5,k=" + K + ")");
     same(mr::presets::xshare_speculative(k0, 2, 3, k), "xshare_spec(k0=" + K0 + ",m=3,m_r=2,k=" + K + ")");
     same(mr::presets::lynx_latency(4, k), "lynx_lat(d=4,k=" + K + ")");
     same(mr::presets::lynx_accuracy(0.4f, 6, k), "lynx_acc(conf=0.4,budget=6,k=" + K + ")");
     same(mr::presets::dynamic_skipping(0.3f, k), "skip(beta=0.3,k=" + K + ")");
-    same(mr::prune{.k0 = k0} | mr::greedy_mass{.mass = 0.5f} | mr::refine{.k = k, .weights = mr::weighting::raw, .scale = 2.0f},
+    same(mr::prune{.k0 = k0} | mr::greedy_mass{.mass = 0.5f} |
+             mr::refine{.k = k, .weights = mr::weighting::raw, .scale = 2.0f},
          "prune(k0=" + K0 + ") | greedy_mass(mass=0.5) | refine(k=" + K + ",weights=raw,scale=2)");
     if (!p.placement.empty()) {
       same(mr::presets::xshare_expert_parallel(k0, 3, k), "xshare_ep(k0=" + K0 + ",m_g=3,k=" + K + ")");

@@ -48,9 +48,15 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
   std::vector<float> weights(max_n * max_k);
   mr::plan_summary summary;
 
-  const char* policies[] = {"topk(k=K)", "oea(k0=2,k=K)", "oea(k0=1,top_p=0.8,max_rank=12,k=K)", "pruned(k0=2,k=K)",
-                            "xshare(k0=1,m=8,k=K)", "xshare_spec(k0=1,m=2,m_r=2,k=K,gate=dense)",
-                            "xshare_ep(k0=1,m_g=4,k=K)", "lynx_lat(d=6,k=K)", "lynx_acc(conf=0.3,budget=10,k=K)",
+  const char* policies[] = {"topk(k=K)",
+                            "oea(k0=2,k=K)",
+                            "oea(k0=1,top_p=0.8,max_rank=12,k=K)",
+                            "pruned(k0=2,k=K)",
+                            "xshare(k0=1,m=8,k=K)",
+                            "xshare_spec(k0=1,m=2,m_r=2,k=K,gate=dense)",
+                            "xshare_ep(k0=1,m_g=4,k=K)",
+                            "lynx_lat(d=6,k=K)",
+                            "lynx_acc(conf=0.3,budget=10,k=K)",
                             "skip(beta=0.3,k=K)"};
   // Warm-up at the largest shape: touches every page of the workspace and of the naive
   // checker's buffers, so that growth measured later means a leak, not a first touch.
@@ -61,7 +67,8 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
     largest.request_count = max_n;
     largest.placement = placement.data();
     largest.device_count = 1;
-    mr::plan_view plan{ids.data(), weights.data(), counts.data(), &summary, max_n, max_k, {}, expert_tokens.data(), loads.data(), guaranteed.data(), max_e, 8};
+    mr::plan_view plan{ids.data(), weights.data(),       counts.data(), &summary,          max_n, max_k,
+                       {},         expert_tokens.data(), loads.data(),  guaranteed.data(), max_e, 8};
     for (const char* text : {"xshare_spec(k0=1,m=2,m_r=2,k=8,gate=dense)", "oea(k0=1,top_p=0.8,max_rank=12,k=8)"}) {
       REQUIRE(mr::cpu::route(mr::parse_policy_or_throw(text), largest, plan, ws).ok());
     }
@@ -89,7 +96,8 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
     const mr::runtime_policy policy = mr::parse_policy_or_throw(text);
     const std::size_t offset = rng() % (pool.size() - static_cast<std::size_t>(n) * experts);
     const int devices = 1 + static_cast<int>(rng() % 8);
-    for (int e = 0; e < experts; ++e) placement[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(rng() % devices);
+    for (int e = 0; e < experts; ++e)
+      placement[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(rng() % devices);
     const bool masked = rng() % 4 == 0;
     for (int i = 0; i < n; ++i) mask[static_cast<std::size_t>(i)] = rng() % 5 != 0;
     int requests = 0;
@@ -99,7 +107,8 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
     }
     segments[static_cast<std::size_t>(requests)] = n;
 
-    mr::plan_view plan{ids.data(), weights.data(), counts.data(), &summary, n, k, {}, expert_tokens.data(), loads.data(), guaranteed.data(), max_e, 8};
+    mr::plan_view plan{ids.data(), weights.data(),       counts.data(), &summary,          n,     k,
+                       {},         expert_tokens.data(), loads.data(),  guaranteed.data(), max_e, 8};
     const bool use_bf16 = rng() % 2 == 0;
     auto fill = [&](auto& batch) {
       batch.token_mask = masked ? mask.data() : nullptr;
@@ -132,7 +141,8 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
       p.stride = experts;
       p.type = test::element::f32;
       std::vector<float> values(static_cast<std::size_t>(n) * experts);
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] = use_bf16 ? mr::to_float(pool_bf16[offset + i]) : pool[offset + i];
+      for (std::size_t i = 0; i < values.size(); ++i)
+        values[i] = use_bf16 ? mr::to_float(pool_bf16[offset + i]) : pool[offset + i];
       test::store_scores(p, values);
       if (masked) p.ref.mask.assign(mask.begin(), mask.begin() + n);
       p.ref.segments.assign(segments.begin(), segments.begin() + requests + 1);
@@ -144,7 +154,8 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
         same = counts[static_cast<std::size_t>(i)] == want.counts[static_cast<std::size_t>(i)];
         for (int j = 0; j < counts[static_cast<std::size_t>(i)] && same; ++j) {
           const std::size_t at = static_cast<std::size_t>(i) * k + j;
-          same = ids[at] == want.ids[at] && test::close(weights[at], want.weights[at]) && std::isfinite(weights[at]) && weights[at] >= 0;
+          same = ids[at] == want.ids[at] && test::close(weights[at], want.weights[at]) && std::isfinite(weights[at]) &&
+                 weights[at] >= 0;
         }
       }
       if (!same) {
@@ -154,9 +165,10 @@ TEST_CASE("soak: a million mixed batches through every preset, memory flat") {
     }
   }
   const long rss_end = status_kib("VmRSS:"), peak_end = status_kib("VmHWM:");
-  MESSAGE("soak: " << batches << " batches, " << routed << " routed, " << checked << " checked against the naive router, "
-          << failures << " failures; VmRSS after warm-up " << rss_after_warmup << " KiB, at the end " << rss_end
-          << " KiB; peak " << peak_after_warmup << " KiB after warm-up, " << peak_end << " KiB at the end");
+  MESSAGE("soak: " << batches << " batches, " << routed << " routed, " << checked
+                   << " checked against the naive router, " << failures << " failures; VmRSS after warm-up "
+                   << rss_after_warmup << " KiB, at the end " << rss_end << " KiB; peak " << peak_after_warmup
+                   << " KiB after warm-up, " << peak_end << " KiB at the end");
   CHECK(failures == 0);
   CHECK(routed == batches);
   if (batches > 10000) {

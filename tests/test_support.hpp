@@ -28,9 +28,12 @@ inline float decode_bf16(std::uint16_t bits) {
 inline float decode_f16(std::uint16_t bits) {
   const int sign = bits >> 15, exponent = (bits >> 10) & 31, mantissa = bits & 1023;
   float magnitude;
-  if (exponent == 31) magnitude = mantissa ? NAN : INFINITY;
-  else if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  else magnitude = std::ldexp(static_cast<float>(mantissa + 1024), exponent - 25);
+  if (exponent == 31)
+    magnitude = mantissa ? NAN : INFINITY;
+  else if (exponent == 0)
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  else
+    magnitude = std::ldexp(static_cast<float>(mantissa + 1024), exponent - 25);
   return sign ? -magnitude : magnitude;
 }
 
@@ -89,11 +92,45 @@ inline void store_scores(problem& p, const std::vector<float>& values) {
       const std::size_t at = i * p.stride + e;
       float seen = v;
       if (p.type == element::f32) p.f32[at] = v;
-      if (p.type == element::f16) { p.f16[at] = mr::to_float16(v); seen = decode_f16(p.f16[at].bits); }
-      if (p.type == element::bf16) { p.bf16[at] = mr::to_bfloat16(v); seen = decode_bf16(p.bf16[at].bits); }
+      if (p.type == element::f16) {
+        p.f16[at] = mr::to_float16(v);
+        seen = decode_f16(p.f16[at].bits);
+      }
+      if (p.type == element::bf16) {
+        p.bf16[at] = mr::to_bfloat16(v);
+        seen = decode_bf16(p.bf16[at].bits);
+      }
       p.ref.x[i * p.ref.E + e] = seen;
     }
   }
+}
+
+/// A problem from rows written out by hand: n x E float32 values, unstrided, no mask,
+/// segments or placement (set those with `set_segments` and `set_placement`).
+inline problem problem_from_rows(const std::vector<float>& values, int experts, int top_k,
+                                 naive::mode scoring = naive::mode::softmax) {
+  problem p;
+  p.ref.E = experts;
+  p.ref.n = static_cast<int>(values.size()) / experts;
+  p.ref.scoring = scoring;
+  p.top_k = top_k;
+  p.stride = experts;
+  p.type = element::f32;
+  store_scores(p, values);
+  return p;
+}
+
+/// Request offsets for both the library batch and the naive one.
+inline void set_segments(problem& p, const std::vector<std::int32_t>& offsets) {
+  p.segments = offsets;
+  p.ref.segments.assign(offsets.begin(), offsets.end());
+}
+
+/// An expert placement over `devices` devices, for both the library batch and the naive one.
+inline void set_placement(problem& p, int devices, const std::vector<std::int32_t>& device_of_expert) {
+  p.placement = device_of_expert;
+  p.ref.placement.assign(device_of_expert.begin(), device_of_expert.end());
+  p.ref.G = devices;
 }
 
 inline problem random_problem(std::mt19937& rng, const problem_options& options = {}) {
@@ -115,7 +152,8 @@ inline problem random_problem(std::mt19937& rng, const problem_options& options 
   }
   if (chance(0.3)) {  // group-limited candidates, enough of them for top-k
     std::vector<int> divisors;
-    for (int g = 1; g <= p.ref.E; ++g) if (p.ref.E % g == 0) divisors.push_back(g);
+    for (int g = 1; g <= p.ref.E; ++g)
+      if (p.ref.E % g == 0) divisors.push_back(g);
     const int n_group = divisors[uniform(0, static_cast<int>(divisors.size()) - 1)];
     const int size = p.ref.E / n_group;
     const int need = (p.top_k + size - 1) / size;
@@ -146,8 +184,10 @@ inline problem random_problem(std::mt19937& rng, const problem_options& options 
   const int style = uniform(0, 3);
   const float spread = std::uniform_real_distribution<float>(0.1f, 4.0f)(rng);
   for (auto& v : values) {
-    if (p.ref.scoring == naive::mode::probabilities) v = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
-    else v = std::normal_distribution<float>(0.0f, spread)(rng);
+    if (p.ref.scoring == naive::mode::probabilities)
+      v = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
+    else
+      v = std::normal_distribution<float>(0.0f, spread)(rng);
     if (style == 1) v = std::round(v * 4.0f) / 4.0f;  // deliberate ties
     if (style == 2 && options.allow_non_finite && chance(0.05)) {
       const float specials[] = {NAN, INFINITY, -INFINITY, 1e-40f, -0.0f, 0.0f};
@@ -172,24 +212,64 @@ inline std::string random_policy_text(std::mt19937& rng, const problem& p) {
   std::vector<std::string> choices = {
       "topk(k=" + K + weights + scale + ")",
       "oea(k0=" + k0 + ",k=" + K + ")",
-      "oea(k0=" + k0 + ",top_p=" + num(real(0.05f, 1.0f)) + ",max_rank=" + std::to_string(uniform(std::stoi(k0), E + 2)) + ",k=" + K + ")",
+      "oea(k0=" + k0 + ",top_p=" + num(real(0.05f, 1.0f)) +
+          ",max_rank=" + std::to_string(uniform(std::stoi(k0), E + 2)) + ",k=" + K + ")",
       "pruned(k0=" + k0 + ",k=" + K + ")",
       "xshare(k0=" + k0 + ",m=" + std::to_string(uniform(0, 20)) + ",k=" + K + gate + ")",
-      "xshare_spec(k0=" + k0 + ",m=" + std::to_string(uniform(0, 8)) + ",m_r=" + std::to_string(uniform(0, 6)) + ",k=" + K + gate + ")",
+      "xshare_spec(k0=" + k0 + ",m=" + std::to_string(uniform(0, 8)) + ",m_r=" + std::to_string(uniform(0, 6)) +
+          ",k=" + K + gate + ")",
       "lynx_lat(d=" + std::to_string(uniform(0, E)) + ",k=" + K + ")",
       "lynx_acc(conf=" + num(real(0.0f, 1.0f)) + ",budget=" + std::to_string(uniform(0, E)) + ",k=" + K + ")",
       "skip(beta=" + num(real(0.0f, 1.0f)) + ",k=" + K + weights + ")",
-      "prune(k0=" + k0 + ",top_p=" + num(real(0.3f, 1.0f)) + ") | greedy_mass(size=" + std::to_string(uniform(0, E)) + gate + ") | refine(k=" + K + scale + ")",
-      "prune(k0=" + k0 + ") | greedy_mass(mass=" + num(real(0.05f, 1.0f)) + gate + ") | refine(k=" + K + ",max_rank=" + std::to_string(uniform(std::stoi(k0), E)) + ")",
-      "topk_union(k=" + std::to_string(uniform(1, k)) + ") | vote_drop(d=" + std::to_string(uniform(0, 6)) + gate + ") | refine(k=" + K + ")",
-      "confidence_keep(min_confidence=" + num(real(0.0f, 1.0f)) + ",budget=" + std::to_string(uniform(0, 12)) + ") | greedy_mass(add=" + std::to_string(uniform(0, 4)) + ") | refine(k=" + std::to_string(uniform(1, k)) + weights + ")",
-      "per_request(k0=" + k0 + ",m_r=" + std::to_string(uniform(0, 4)) + gate + ") | vote_drop(d=" + std::to_string(uniform(0, 4)) + ") | refine(k=" + K + ")",
+      "prune(k0=" + k0 + ",top_p=" + num(real(0.3f, 1.0f)) + ") | greedy_mass(size=" + std::to_string(uniform(0, E)) +
+          gate + ") | refine(k=" + K + scale + ")",
+      "prune(k0=" + k0 + ") | greedy_mass(mass=" + num(real(0.05f, 1.0f)) + gate + ") | refine(k=" + K +
+          ",max_rank=" + std::to_string(uniform(std::stoi(k0), E)) + ")",
+      "topk_union(k=" + std::to_string(uniform(1, k)) + ") | vote_drop(d=" + std::to_string(uniform(0, 6)) + gate +
+          ") | refine(k=" + K + ")",
+      "confidence_keep(min_confidence=" + num(real(0.0f, 1.0f)) + ",budget=" + std::to_string(uniform(0, 12)) +
+          ") | greedy_mass(add=" + std::to_string(uniform(0, 4)) + ") | refine(k=" + std::to_string(uniform(1, k)) +
+          weights + ")",
+      "per_request(k0=" + k0 + ",m_r=" + std::to_string(uniform(0, 4)) + gate +
+          ") | vote_drop(d=" + std::to_string(uniform(0, 4)) + ") | refine(k=" + K + ")",
   };
   if (!p.placement.empty()) {
     choices.push_back("xshare_ep(k0=" + k0 + ",m_g=" + std::to_string(uniform(0, 6)) + ",k=" + K + gate + ")");
-    choices.push_back("per_request(k0=" + k0 + ",m_r=" + std::to_string(uniform(0, 3)) + ") | ep_fill(m_g=" + std::to_string(uniform(0, 5)) + ") | refine(k=" + K + ")");
+    choices.push_back("per_request(k0=" + k0 + ",m_r=" + std::to_string(uniform(0, 3)) +
+                      ") | ep_fill(m_g=" + std::to_string(uniform(0, 5)) + ") | refine(k=" + K + ")");
   }
   return choices[static_cast<std::size_t>(uniform(0, static_cast<int>(choices.size()) - 1))];
+}
+
+/// The naive router's form of each built-in set stage (reads parameters only).
+inline naive::stage to_naive_stage(const mr::topk_union& s) { return {.kind = "topk_union", .k = s.k}; }
+inline naive::stage to_naive_stage(const mr::prune& s) {
+  return {.kind = "prune", .k0 = s.k0, .top_p = s.top_p, .beta = s.skip_ratio};
+}
+inline naive::stage to_naive_stage(const mr::greedy_mass& s) {
+  naive::stage st{.kind = "greedy_mass"};
+  st.add = s.add, st.size = s.size, st.mass = s.mass, st.dense = s.gate == mr::column_mass::dense;
+  return st;
+}
+inline naive::stage to_naive_stage(const mr::per_request& s) {
+  naive::stage st{.kind = "per_request"};
+  st.k0 = s.k0, st.m_r = s.m_r, st.dense = s.gate == mr::column_mass::dense;
+  return st;
+}
+inline naive::stage to_naive_stage(const mr::ep_fill& s) {
+  naive::stage st{.kind = "ep_fill"};
+  st.m_g = s.m_g, st.dense = s.gate == mr::column_mass::dense;
+  return st;
+}
+inline naive::stage to_naive_stage(const mr::vote_drop& s) {
+  naive::stage st{.kind = "vote_drop"};
+  st.d = s.d, st.dense = s.gate == mr::column_mass::dense;
+  return st;
+}
+inline naive::stage to_naive_stage(const mr::confidence_keep& s) {
+  naive::stage st{.kind = "confidence_keep"};
+  st.conf = s.min_confidence, st.budget = s.budget, st.dense = s.gate == mr::column_mass::dense;
+  return st;
 }
 
 /// The naive router's form of a parsed policy (reads parameters only).
@@ -198,15 +278,7 @@ inline naive::policy to_naive(const mr::runtime_policy& policy) {
   for (int i = 0; i < policy.set_stage_count; ++i) {
     const mr::any_set_stage& s = policy.set_stages[i];
     naive::stage st;
-    switch (s.kind) {
-      case mr::stage_kind::topk_union: st.kind = "topk_union"; st.k = s.topk_union_stage.k; break;
-      case mr::stage_kind::prune: st.kind = "prune"; st.k0 = s.prune_stage.k0; st.top_p = s.prune_stage.top_p; st.beta = s.prune_stage.skip_ratio; break;
-      case mr::stage_kind::greedy_mass: st.kind = "greedy_mass"; st.add = s.greedy_mass_stage.add; st.size = s.greedy_mass_stage.size; st.mass = s.greedy_mass_stage.mass; st.dense = s.greedy_mass_stage.gate == mr::column_mass::dense; break;
-      case mr::stage_kind::per_request: st.kind = "per_request"; st.k0 = s.per_request_stage.k0; st.m_r = s.per_request_stage.m_r; st.dense = s.per_request_stage.gate == mr::column_mass::dense; break;
-      case mr::stage_kind::ep_fill: st.kind = "ep_fill"; st.m_g = s.ep_fill_stage.m_g; st.dense = s.ep_fill_stage.gate == mr::column_mass::dense; break;
-      case mr::stage_kind::vote_drop: st.kind = "vote_drop"; st.d = s.vote_drop_stage.d; st.dense = s.vote_drop_stage.gate == mr::column_mass::dense; break;
-      case mr::stage_kind::confidence_keep: st.kind = "confidence_keep"; st.conf = s.confidence_keep_stage.min_confidence; st.budget = s.confidence_keep_stage.budget; st.dense = s.confidence_keep_stage.gate == mr::column_mass::dense; break;
-    }
+    s.visit([&](const auto& stage) { st = to_naive_stage(stage); });
     out.sets.push_back(st);
   }
   out.k = policy.assignment.k;

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -114,7 +114,8 @@ std::string read_text(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return content;
   char buffer[1 << 16];
-  for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) content.append(buffer, static_cast<std::size_t>(got));
+  for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;)
+    content.append(buffer, static_cast<std::size_t>(got));
   ::close(fd);
   return content;
 }
@@ -203,9 +204,11 @@ std::string describe_changes(const listing& before, const listing& after) {
   const auto note = [&](const std::string& what) { changes += (changes.empty() ? "" : "; ") + what; };
   for (const auto& [path, state] : after) {
     const auto old = before.find(path);
-    if (old == before.end()) note("new " + path);
+    if (old == before.end())
+      note("new " + path);
     else if (!(old->second == state)) {
-      note("changed " + path + " (size " + std::to_string(old->second.size) + " -> " + std::to_string(state.size) + ")");
+      note("changed " + path + " (size " + std::to_string(old->second.size) + " -> " + std::to_string(state.size) +
+           ")");
     }
   }
   for (const auto& [path, state] : before) {
@@ -326,12 +329,18 @@ void write_unreadable_files(const fs::path& bad) {
   write_text(bad / "header_cut.npy", std::string(whole.begin(), whole.begin() + 40));
   write_array(bad / "truncated.npy", mr::npy::dtype::float32, {tokens, experts}, distinct_scores(tokens * experts));
   truncate_by(bad / "truncated.npy", 10);
-  write_npy_header(bad / "overflow3.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }", 0);
-  write_npy_header(bad / "overflow2_zero.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0);
-  write_npy_header(bad / "overflow2.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967297), }", 64);
-  write_npy_header(bad / "f64.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 16), }", 8 * tokens * experts);
-  write_npy_header(bad / "big_endian.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (4, 16), }", 4 * tokens * experts);
-  write_npy_header(bad / "fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (4, 16), }", 4 * tokens * experts);
+  write_npy_header(bad / "overflow3.npy",
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }", 0);
+  write_npy_header(bad / "overflow2_zero.npy",
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0);
+  write_npy_header(bad / "overflow2.npy",
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967297), }", 64);
+  write_npy_header(bad / "f64.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 16), }",
+                   8 * tokens * experts);
+  write_npy_header(bad / "big_endian.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (4, 16), }",
+                   4 * tokens * experts);
+  write_npy_header(bad / "fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (4, 16), }",
+                   4 * tokens * experts);
 }
 
 /// Well-formed .npy files of the wrong dtype, rank, shape or values for one option.
@@ -382,7 +391,8 @@ std::map<std::string, std::vector<bad_file>> misfit_files() {
 
 void write_misfit_scores(const fs::path& bad) {
   using mr::npy::dtype;
-  write_array(bad / "scores_int32.npy", dtype::int32, {tokens, experts}, std::vector<std::int32_t>(tokens * experts, 1));
+  write_array(bad / "scores_int32.npy", dtype::int32, {tokens, experts},
+              std::vector<std::int32_t>(tokens * experts, 1));
   write_array(bad / "scores_1d.npy", dtype::float32, {tokens * experts}, distinct_scores(tokens * experts));
   write_array(bad / "scores_3d.npy", dtype::float32, {1, tokens, experts}, distinct_scores(tokens * experts));
   write_array(bad / "scores_e1.npy", dtype::float32, {tokens, 1}, distinct_scores(tokens));
@@ -426,7 +436,9 @@ void write_misfit_placement(const fs::path& bad) {
     placement[5] = device;
     return placement;
   };
-  const auto narrow = [](const std::vector<std::int64_t>& wide) { return std::vector<std::int32_t>(wide.begin(), wide.end()); };
+  const auto narrow = [](const std::vector<std::int64_t>& wide) {
+    return std::vector<std::int32_t>(wide.begin(), wide.end());
+  };
   write_array(bad / "place_f32.npy", dtype::float32, {experts}, std::vector<float>(experts, 0.0f));
   write_array(bad / "place_15.npy", dtype::int32, {15}, std::vector<std::int32_t>(15, 0));
   write_array(bad / "place_16x1.npy", dtype::int32, {experts, 1}, std::vector<std::int32_t>(experts, 0));
@@ -450,7 +462,9 @@ std::vector<trace_defect> metadata_defects() {
   const auto set = [](std::string from, std::string to) {
     return [from, to](const fs::path& dir) { replace_in_file(dir / "trace.json", from, to); };
   };
-  const auto rewrite = [](std::string text) { return [text](const fs::path& dir) { write_text(dir / "trace.json", text); }; };
+  const auto rewrite = [](std::string text) {
+    return [text](const fs::path& dir) { write_text(dir / "trace.json", text); };
+  };
   return {{"top_k_real", "\"top_k\": 4.9", set("\"top_k\": 4,", "\"top_k\": 4.9,")},
           {"top_k_text", "\"top_k\": \"x\"", set("\"top_k\": 4,", "\"top_k\": \"x\",")},
           {"top_k_zero", "\"top_k\": 0", set("\"top_k\": 4,", "\"top_k\": 0,")},
@@ -464,7 +478,8 @@ std::vector<trace_defect> metadata_defects() {
           {"json_garbage", "trace.json is not JSON", rewrite("this is not json\n")},
           {"json_empty", "trace.json is empty", rewrite("")},
           {"json_unterminated", "trace.json stops mid-object", rewrite("{\"top_k\": 4")},
-          {"json_missing", "no trace.json next to the .npy files", [](const fs::path& dir) { fs::remove(dir / "trace.json"); }},
+          {"json_missing", "no trace.json next to the .npy files",
+           [](const fs::path& dir) { fs::remove(dir / "trace.json"); }},
           {"json_directory", "trace.json is a directory", [](const fs::path& dir) {
              fs::remove(dir / "trace.json");
              fs::create_directory(dir / "trace.json");
@@ -473,29 +488,36 @@ std::vector<trace_defect> metadata_defects() {
 
 /// Replaces one .npy file of a trace with the given array.
 template <class T>
-std::function<void(const fs::path&)> replace_array(std::string file, mr::npy::dtype type, std::vector<std::size_t> shape,
-                                                   std::vector<T> values) {
+std::function<void(const fs::path&)> replace_array(std::string file, mr::npy::dtype type,
+                                                   std::vector<std::size_t> shape, std::vector<T> values) {
   return [=](const fs::path& dir) { write_array(dir / file, type, shape, values); };
 }
 
 std::vector<trace_defect> scores_defects() {
   using mr::npy::dtype;
   const std::size_t layers = 2, trace_tokens = 3 * tokens;  // the good trace's shape
-  return {{"scores_missing", "no scores.npy", [](const fs::path& dir) { fs::remove(dir / "scores.npy"); }},
-          {"scores_int32", "int32 scores", replace_array("scores.npy", dtype::int32, {layers, trace_tokens, experts}, std::vector<std::int32_t>(layers * trace_tokens * experts, 1))},
-          {"scores_2d", "2-D scores.npy", replace_array("scores.npy", dtype::float32, {trace_tokens, experts}, distinct_scores(trace_tokens * experts))},
-          {"scores_truncated", "scores.npy cut short", [](const fs::path& dir) { truncate_by(dir / "scores.npy", 16); }},
-          {"scores_overflow", "scores.npy of shape (4294967296, 4294967296, 16)", [](const fs::path& dir) {
-             write_npy_header(dir / "scores.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }", 0);
-           }},
-          {"scores_dev_zero", "scores.npy links to /dev/zero", [](const fs::path& dir) {
-             fs::remove(dir / "scores.npy");
-             fs::create_symlink("/dev/zero", dir / "scores.npy");
-           }},
-          {"scores_directory", "scores.npy is a directory", [](const fs::path& dir) {
-             fs::remove(dir / "scores.npy");
-             fs::create_directory(dir / "scores.npy");
-           }}};
+  return {
+      {"scores_missing", "no scores.npy", [](const fs::path& dir) { fs::remove(dir / "scores.npy"); }},
+      {"scores_int32", "int32 scores",
+       replace_array("scores.npy", dtype::int32, {layers, trace_tokens, experts},
+                     std::vector<std::int32_t>(layers * trace_tokens * experts, 1))},
+      {"scores_2d", "2-D scores.npy",
+       replace_array("scores.npy", dtype::float32, {trace_tokens, experts}, distinct_scores(trace_tokens * experts))},
+      {"scores_truncated", "scores.npy cut short", [](const fs::path& dir) { truncate_by(dir / "scores.npy", 16); }},
+      {"scores_overflow", "scores.npy of shape (4294967296, 4294967296, 16)",
+       [](const fs::path& dir) {
+         write_npy_header(dir / "scores.npy",
+                          "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }", 0);
+       }},
+      {"scores_dev_zero", "scores.npy links to /dev/zero",
+       [](const fs::path& dir) {
+         fs::remove(dir / "scores.npy");
+         fs::create_symlink("/dev/zero", dir / "scores.npy");
+       }},
+      {"scores_directory", "scores.npy is a directory", [](const fs::path& dir) {
+         fs::remove(dir / "scores.npy");
+         fs::create_directory(dir / "scores.npy");
+       }}};
 }
 
 std::vector<trace_defect> offsets_defects() {
@@ -504,19 +526,29 @@ std::vector<trace_defect> offsets_defects() {
   std::vector<std::int32_t> negative_placement(experts, 0), wide_placement(experts, 0);
   negative_placement[3] = -1;
   wide_placement[3] = 1024;
-  return {{"steps_missing", "no steps.npy", [](const fs::path& dir) { fs::remove(dir / "steps.npy"); }},
-          {"steps_backwards", "steps going backwards", replace_array("steps.npy", dtype::int32, {4}, offsets{0, 8, 4, 12})},
-          {"steps_short", "steps ending before the last token", replace_array("steps.npy", dtype::int32, {3}, offsets{0, 4, 8})},
-          {"steps_past_end", "steps ending past the last token", replace_array("steps.npy", dtype::int32, {4}, offsets{0, 4, 8, 16})},
-          {"steps_float", "float32 steps", replace_array("steps.npy", dtype::float32, {4}, std::vector<float>{0, 4, 8, 12})},
-          {"steps_2d", "2-D steps", replace_array("steps.npy", dtype::int32, {4, 1}, offsets{0, 4, 8, 12})},
-          {"segments_span_steps", "a segment spanning a step boundary", replace_array("segments.npy", dtype::int32, {3}, offsets{0, 6, 12})},
-          {"segments_backwards", "segments going backwards", replace_array("segments.npy", dtype::int32, {5}, offsets{0, 4, 2, 8, 12})},
-          {"mask_short", "mask [11] for 12 tokens", replace_array("mask.npy", dtype::boolean, {11}, std::vector<std::uint8_t>(11, 1))},
-          {"mask_float", "float32 mask", replace_array("mask.npy", dtype::float32, {12}, std::vector<float>(12, 1.0f))},
-          {"placement_short", "placement [15] for E = 16", replace_array("placement.npy", dtype::int32, {15}, offsets(15, 0))},
-          {"placement_negative", "placement with device -1", replace_array("placement.npy", dtype::int32, {experts}, negative_placement)},
-          {"placement_1024", "placement with device 1024", replace_array("placement.npy", dtype::int32, {experts}, wide_placement)}};
+  return {
+      {"steps_missing", "no steps.npy", [](const fs::path& dir) { fs::remove(dir / "steps.npy"); }},
+      {"steps_backwards", "steps going backwards", replace_array("steps.npy", dtype::int32, {4}, offsets{0, 8, 4, 12})},
+      {"steps_short", "steps ending before the last token",
+       replace_array("steps.npy", dtype::int32, {3}, offsets{0, 4, 8})},
+      {"steps_past_end", "steps ending past the last token",
+       replace_array("steps.npy", dtype::int32, {4}, offsets{0, 4, 8, 16})},
+      {"steps_float", "float32 steps",
+       replace_array("steps.npy", dtype::float32, {4}, std::vector<float>{0, 4, 8, 12})},
+      {"steps_2d", "2-D steps", replace_array("steps.npy", dtype::int32, {4, 1}, offsets{0, 4, 8, 12})},
+      {"segments_span_steps", "a segment spanning a step boundary",
+       replace_array("segments.npy", dtype::int32, {3}, offsets{0, 6, 12})},
+      {"segments_backwards", "segments going backwards",
+       replace_array("segments.npy", dtype::int32, {5}, offsets{0, 4, 2, 8, 12})},
+      {"mask_short", "mask [11] for 12 tokens",
+       replace_array("mask.npy", dtype::boolean, {11}, std::vector<std::uint8_t>(11, 1))},
+      {"mask_float", "float32 mask", replace_array("mask.npy", dtype::float32, {12}, std::vector<float>(12, 1.0f))},
+      {"placement_short", "placement [15] for E = 16",
+       replace_array("placement.npy", dtype::int32, {15}, offsets(15, 0))},
+      {"placement_negative", "placement with device -1",
+       replace_array("placement.npy", dtype::int32, {experts}, negative_placement)},
+      {"placement_1024", "placement with device 1024",
+       replace_array("placement.npy", dtype::int32, {experts}, wide_placement)}};
 }
 
 std::vector<trace_defect> trace_defects() {
@@ -641,31 +673,73 @@ words plus(words args, const words& extra) {
 /// One case per value: `option` of `base` set to each of `values`.
 void add_values(std::vector<bad_case>& cases, const std::string& kind, const words& base, const std::string& option,
                 const words& values, int expected) {
-  for (const auto& value : values) cases.push_back({kind, option + " '" + value + "'", with(base, option, value), expected});
+  for (const auto& value : values)
+    cases.push_back({kind, option + " '" + value + "'", with(base, option, value), expected});
 }
 
 void add_files(std::vector<bad_case>& cases, const std::string& kind, const words& base, const std::string& option,
                const std::vector<bad_file>& files, int expected) {
-  for (const auto& file : files) cases.push_back({kind, option + ": " + file.defect, with(base, option, file.path), expected});
+  for (const auto& file : files)
+    cases.push_back({kind, option + ": " + file.defect, with(base, option, file.path), expected});
 }
 
 /// Text no integer option may take: values that wrap around in a narrower type, junk
 /// after the digits, other bases, fractions and exponents, nothing, and help words
 /// (which after an option are its value, not a request for help).
-const words not_integers = {"4294967298", "9223372036854775808", "-9223372036854775809", "18446744073709551617",
-                            "2junk", "4 ", "0x10", "4.5", "1e3", "", "abc", "nan", "-h", "--help"};
+const words not_integers = {"4294967298",
+                            "9223372036854775808",
+                            "-9223372036854775809",
+                            "18446744073709551617",
+                            "2junk",
+                            "4 ",
+                            "0x10",
+                            "4.5",
+                            "1e3",
+                            "",
+                            "abc",
+                            "nan",
+                            "-h",
+                            "--help"};
 /// For --seed, a 64-bit unsigned value: only what no integer type can hold, and junk.
-const words not_seeds = {"18446744073709551616", "-9223372036854775809", "2junk", "4 ", "0x10", "4.5", "1e3", "", "abc",
-                         "nan", "-h", "--help"};
+const words not_seeds = {"18446744073709551616",
+                         "-9223372036854775809",
+                         "2junk",
+                         "4 ",
+                         "0x10",
+                         "4.5",
+                         "1e3",
+                         "",
+                         "abc",
+                         "nan",
+                         "-h",
+                         "--help"};
 /// Text no real option may take (non-finite values are refused by every real option here).
 const words not_reals = {"nan", "NaN", "inf", "-inf", "infinity", "1e999", "1.5x", "0x", "", "abc", "-h", "--help"};
 
 /// Policy texts with a syntax error: refused by the parser before any meaning is given.
-const words policy_syntax_errors = {"", "   ", "oea(k0=2,k=4", "oea(k0=2,,k=4)", "oea k0=2", "| refine(k=4)",
-                                    "prune(k0=2) |", "prune(k0=2) || refine(k=4)", "oea(k0=4,k=4) junk",
-                                    "oea(k0=2,k=4))", "nonesuch(k=4)", "topk(k=)", "topk(=4)", "topk(k=4.5)",
-                                    "topk(k=4junk)", "topk(k=0x4)", "topk(k=4294967300)", "topk(k=9223372036854775808)",
-                                    "topk(k=nan)", "refine(k=4)", "prune(k0=2) | refine(k=4) | refine(k=4)", "-h", "--help"};
+const words policy_syntax_errors = {"",
+                                    "   ",
+                                    "oea(k0=2,k=4",
+                                    "oea(k0=2,,k=4)",
+                                    "oea k0=2",
+                                    "| refine(k=4)",
+                                    "prune(k0=2) |",
+                                    "prune(k0=2) || refine(k=4)",
+                                    "oea(k0=4,k=4) junk",
+                                    "oea(k0=2,k=4))",
+                                    "nonesuch(k=4)",
+                                    "topk(k=)",
+                                    "topk(=4)",
+                                    "topk(k=4.5)",
+                                    "topk(k=4junk)",
+                                    "topk(k=0x4)",
+                                    "topk(k=4294967300)",
+                                    "topk(k=9223372036854775808)",
+                                    "topk(k=nan)",
+                                    "refine(k=4)",
+                                    "prune(k0=2) | refine(k=4) | refine(k=4)",
+                                    "-h",
+                                    "--help"};
 /// Policy texts that parse but say something impossible or contradictory.
 const words policy_meaning_errors = {"topk(k=4,gate=dense)",
                                      "oea(k0=2,k=4,gate=dense)",
@@ -681,14 +755,16 @@ const words policy_meaning_errors = {"topk(k=4,gate=dense)",
                                      "topk(k=33)"};
 
 /// Words no command knows, in place of an option.
-const std::vector<words> unknown_words = {{"--frob", "1"}, {"--frob"},   {"stray"},          {"-x"},
-                                          {"--"},          {"---out", "x"}, {"--TOP-K", "4"}, {"--top_k", "4"},
-                                          {"--policy=topk(k=4)"}};
+const std::vector<words> unknown_words = {{"--frob", "1"},  {"--frob"},       {"stray"},
+                                          {"-x"},           {"--"},           {"---out", "x"},
+                                          {"--TOP-K", "4"}, {"--top_k", "4"}, {"--policy=topk(k=4)"}};
 
 void add_unknown_and_valueless(std::vector<bad_case>& cases, const words& base, const words& value_options) {
-  for (const auto& extra : unknown_words) cases.push_back({"unknown option", "an unknown word", plus(base, extra), bad_arguments});
+  for (const auto& extra : unknown_words)
+    cases.push_back({"unknown option", "an unknown word", plus(base, extra), bad_arguments});
   // Each option last with no value after it.
-  for (const auto& option : value_options) cases.push_back({"missing value", option + " without a value", plus(base, {option}), bad_arguments});
+  for (const auto& option : value_options)
+    cases.push_back({"missing value", option + " without a value", plus(base, {option}), bad_arguments});
 }
 
 // ---- running the cases ----
@@ -719,8 +795,9 @@ void check_exit(const process_outcome& outcome, const bad_case& c) {
     FAIL_CHECK("killed by signal " << signal << " (" << std::string(::strsignal(signal)) << ")");
   } else {
     const int status = WEXITSTATUS(outcome.wait_status);
-    CHECK_MESSAGE(status == c.expected_status, "exit status " << status << ", expected " << c.expected_status
-                                                             << std::string(status == 0 ? " (the bad input was accepted)" : ""));
+    CHECK_MESSAGE(status == c.expected_status, "exit status "
+                                                   << status << ", expected " << c.expected_status
+                                                   << std::string(status == 0 ? " (the bad input was accepted)" : ""));
   }
 }
 
@@ -737,7 +814,8 @@ void expect_clean_refusal(sandbox& box, const bad_case& c) {
   // --groups has three conditions (G divides E, T <= G, T * E / G >= k) and one
   // "G:T" value: the reason must say which option it is about.
   if (c.kind == "groups") CHECK_MESSAGE(message.find("groups") != std::string::npos, "the reason must name --groups");
-  CHECK_MESSAGE(outcome.peak_rss_kib < memory_limit_kib, "peak resident memory " << outcome.peak_rss_kib / 1024 << " MiB");
+  CHECK_MESSAGE(outcome.peak_rss_kib < memory_limit_kib,
+                "peak resident memory " << outcome.peak_rss_kib / 1024 << " MiB");
   const std::string changes = box.changes();
   CHECK_MESSAGE(changes.empty(), "the working directory changed: " << changes);
   if (!changes.empty()) box.reset();  // so that one leak does not fail every later case
@@ -751,35 +829,41 @@ void run_all(sandbox& box, const std::vector<bad_case>& cases) {
 
 // ---- route ----
 
-const words route_scores_base = {"route", "--scores", "s.npy", "--policy", "oea(k0=2,k=4)", "--scoring", "sigmoid",
-                                 "--bias", "b.npy", "--groups", "8:4", "--group-score", "max", "--mask", "m.npy",
-                                 "--segments", "o.npy", "--placement", "p.npy", "--phase", "decode", "--padding",
-                                 "sentinel", "--sentinel", "-1", "--scale", "2.5", "--top-k", "4", "--ids", "ids.npy",
-                                 "--weights", "weights.npy", "--counts", "counts.npy"};
-const words route_trace_base = {"route", "--trace", "trace", "--layer", "1", "--step", "2", "--policy", "oea(k0=2,k=4)",
-                                "--ids", "ids.npy", "--weights", "weights.npy", "--counts", "counts.npy"};
+const words route_scores_base = {
+    "route",     "--scores",   "s.npy",      "--policy",    "oea(k0=2,k=4)", "--scoring", "sigmoid",
+    "--bias",    "b.npy",      "--groups",   "8:4",         "--group-score", "max",       "--mask",
+    "m.npy",     "--segments", "o.npy",      "--placement", "p.npy",         "--phase",   "decode",
+    "--padding", "sentinel",   "--sentinel", "-1",          "--scale",       "2.5",       "--top-k",
+    "4",         "--ids",      "ids.npy",    "--weights",   "weights.npy",   "--counts",  "counts.npy"};
+const words route_trace_base = {"route",   "--trace",   "trace",       "--layer",       "1",
+                                "--step",  "2",         "--policy",    "oea(k0=2,k=4)", "--ids",
+                                "ids.npy", "--weights", "weights.npy", "--counts",      "counts.npy"};
 const words route_outputs = {"ids.npy", "weights.npy", "counts.npy"};
 
 void add_route_numbers(std::vector<bad_case>& cases) {
   const words& base = route_scores_base;
   add_values(cases, "integer option", base, "--top-k", plus(not_integers, {"0", "-1", "17", "33"}), bad_arguments);
-  add_values(cases, "integer option", base, "--sentinel", plus(not_integers, {"2147483648", "-2147483649"}), bad_arguments);
-  add_values(cases, "integer option", route_trace_base, "--layer", plus(not_integers, {"-1", "2", "2147483648"}), bad_arguments);
+  add_values(cases, "integer option", base, "--sentinel", plus(not_integers, {"2147483648", "-2147483649"}),
+             bad_arguments);
+  add_values(cases, "integer option", route_trace_base, "--layer", plus(not_integers, {"-1", "2", "2147483648"}),
+             bad_arguments);
   add_values(cases, "integer option", route_trace_base, "--step", plus(not_integers, {"-1", "3"}), bad_arguments);
   add_values(cases, "real option", base, "--scale", plus(not_reals, {"0", "-0", "-1"}), bad_arguments);
 }
 
 void add_route_choices(std::vector<bad_case>& cases) {
   const words& base = route_scores_base;
-  add_values(cases, "choice option", base, "--scoring", {"cubic", "", "Softmax", "softmax ", "-h", "--help"}, bad_arguments);
+  add_values(cases, "choice option", base, "--scoring", {"cubic", "", "Softmax", "softmax ", "-h", "--help"},
+             bad_arguments);
   add_values(cases, "choice option", base, "--group-score", {"mean", "", "MAX", "-h"}, bad_arguments);
   add_values(cases, "choice option", base, "--phase", {"both", "", "Decode", "-h"}, bad_arguments);
   add_values(cases, "choice option", base, "--padding", {"zero", "", "-h"}, bad_arguments);
   // E = 16, plan width k = 4: G must divide 16, 1 <= T <= G, T * (16 / G) >= 4.
-  add_values(cases, "groups", base, "--groups",
-             {"8", "8:", ":4", "8:4:2", "8:4x", "x:4", "8.0:4", "8 :4", "0x8:4", "3:1", "32:4", "0:0", "8:0", "8:9",
-              "-8:4", "16:17", "8:-1", "4294967304:4", "8:4294967300", "8:1", "16:1", "16:3", "", "-h"},
-             bad_arguments);
+  add_values(
+      cases, "groups", base, "--groups",
+      {"8",   "8:",  ":4",   "8:4:2", "8:4x", "x:4",          "8.0:4",        "8 :4", "0x8:4", "3:1",  "32:4", "0:0",
+       "8:0", "8:9", "-8:4", "16:17", "8:-1", "4294967304:4", "8:4294967300", "8:1",  "16:1",  "16:3", "",     "-h"},
+      bad_arguments);
 }
 
 void add_route_files(std::vector<bad_case>& cases) {
@@ -799,11 +883,12 @@ void add_route_outputs(std::vector<bad_case>& cases, const fs::path& work) {
   // Two outputs naming one file, however the name is spelled.
   const std::string absolute_ids = (fs::absolute(work) / "ids.npy").string();
   const std::vector<std::pair<std::string, std::string>> collisions = {
-      {"--weights", "ids.npy"},   {"--ids", "weights.npy"},       {"--counts", "ids.npy"},
-      {"--counts", "weights.npy"}, {"--weights", "./ids.npy"},     {"--weights", ".//ids.npy"},
+      {"--weights", "ids.npy"},          {"--ids", "weights.npy"},   {"--counts", "ids.npy"},
+      {"--counts", "weights.npy"},       {"--weights", "./ids.npy"}, {"--weights", ".//ids.npy"},
       {"--weights", "trace/../ids.npy"}, {"--weights", absolute_ids}};
   for (const auto& [option, path] : collisions) {
-    cases.push_back({"same output", option + " " + path + " names another output", with(base, option, path), bad_arguments});
+    cases.push_back(
+        {"same output", option + " " + path + " names another output", with(base, option, path), bad_arguments});
   }
 }
 
@@ -813,22 +898,25 @@ void add_route_policies(std::vector<bad_case>& cases) {
 }
 
 void add_route_structure(std::vector<bad_case>& cases) {
-  add_unknown_and_valueless(cases, route_scores_base,
-                            {"--scores", "--trace", "--layer", "--step", "--policy", "--scoring", "--bias", "--groups",
-                             "--group-score", "--mask", "--segments", "--placement", "--phase", "--padding", "--sentinel",
-                             "--scale", "--top-k", "--ids", "--weights", "--counts"});
+  add_unknown_and_valueless(
+      cases, route_scores_base,
+      {"--scores",   "--trace",       "--layer", "--step",     "--policy",    "--scoring", "--bias",
+       "--groups",   "--group-score", "--mask",  "--segments", "--placement", "--phase",   "--padding",
+       "--sentinel", "--scale",       "--top-k", "--ids",      "--weights",   "--counts"});
   for (const auto& option : {"--policy", "--ids", "--weights", "--scores"}) {
     cases.push_back({"missing option", "no " + std::string(option), without(route_scores_base, option), bad_arguments});
   }
   cases.push_back({"missing option", "no --trace", without(route_trace_base, "--trace"), bad_arguments});
   cases.push_back({"missing option", "nothing", {"route"}, bad_arguments});
-  cases.push_back({"conflicting options", "--scores and --trace", plus(route_scores_base, {"--trace", "trace"}), bad_arguments});
+  cases.push_back(
+      {"conflicting options", "--scores and --trace", plus(route_scores_base, {"--trace", "trace"}), bad_arguments});
 }
 
 // ---- gen ----
 
-const words gen_base = {"gen", "--preset", "uniform", "--experts", "16", "--top-k", "4", "--layers", "2", "--tokens",
-                        "4", "--steps", "3", "--requests", "2", "--seed", "7", "--out", "gen_out"};
+const words gen_base = {"gen",      "--preset", "uniform",  "--experts", "16",      "--top-k", "4",
+                        "--layers", "2",        "--tokens", "4",         "--steps", "3",       "--requests",
+                        "2",        "--seed",   "7",        "--out",     "gen_out"};
 
 void add_gen_numbers(std::vector<bad_case>& cases) {
   const words& base = gen_base;
@@ -839,15 +927,18 @@ void add_gen_numbers(std::vector<bad_case>& cases) {
   add_values(cases, "integer option", base, "--steps", plus(not_integers, {"0", "-1"}), bad_arguments);
   add_values(cases, "integer option", base, "--requests", plus(not_integers, {"-1", "5"}), bad_arguments);
   add_values(cases, "integer option", base, "--seed", not_seeds, bad_arguments);
-  cases.push_back({"integer option", "--top-k 33 above the cap of 32", with(with(base, "--experts", "64"), "--top-k", "33"), bad_arguments});
-  add_values(cases, "choice option", base, "--preset", {"nonesuch", "", "Uniform", "uniform ", "-h", "--help"}, bad_arguments);
+  cases.push_back({"integer option", "--top-k 33 above the cap of 32",
+                   with(with(base, "--experts", "64"), "--top-k", "33"), bad_arguments});
+  add_values(cases, "choice option", base, "--preset", {"nonesuch", "", "Uniform", "uniform ", "-h", "--help"},
+             bad_arguments);
 }
 
 /// Sizes each in range whose product no machine holds: refused before anything is allocated.
 void add_gen_sizes(std::vector<bad_case>& cases) {
-  const std::vector<words> sizes = {{"--layers", "1000000", "--tokens", "16384", "--steps", "1000000"},
-                                    {"--layers", "1", "--tokens", "16384", "--steps", "1000000000"},
-                                    {"--layers", "2147483647", "--tokens", "16384", "--steps", "2147483647", "--experts", "1024"}};
+  const std::vector<words> sizes = {
+      {"--layers", "1000000", "--tokens", "16384", "--steps", "1000000"},
+      {"--layers", "1", "--tokens", "16384", "--steps", "1000000000"},
+      {"--layers", "2147483647", "--tokens", "16384", "--steps", "2147483647", "--experts", "1024"}};
   for (const auto& size : sizes) {
     words args = gen_base;
     for (std::size_t i = 0; i + 1 < size.size(); i += 2) args = with(args, size[i], size[i + 1]);
@@ -856,11 +947,14 @@ void add_gen_sizes(std::vector<bad_case>& cases) {
 }
 
 void add_gen_outputs(std::vector<bad_case>& cases) {
-  add_values(cases, "output path", gen_base, "--out", {"s.npy/trace", "s.npy/a/b", "s.npy", "ids.npy", "notrace"}, bad_input);
+  add_values(cases, "output path", gen_base, "--out", {"s.npy/trace", "s.npy/a/b", "s.npy", "ids.npy", "notrace"},
+             bad_input);
 }
 
 void add_gen_structure(std::vector<bad_case>& cases) {
-  add_unknown_and_valueless(cases, gen_base, {"--preset", "--experts", "--top-k", "--layers", "--tokens", "--steps", "--requests", "--seed", "--out"});
+  add_unknown_and_valueless(
+      cases, gen_base,
+      {"--preset", "--experts", "--top-k", "--layers", "--tokens", "--steps", "--requests", "--seed", "--out"});
   cases.push_back({"unknown option", "a value after the flag --half", plus(gen_base, {"--half", "1"}), bad_arguments});
   cases.push_back({"missing option", "no --out", without(gen_base, "--out"), bad_arguments});
   cases.push_back({"missing option", "nothing", {"gen"}, bad_arguments});
@@ -868,12 +962,13 @@ void add_gen_structure(std::vector<bad_case>& cases) {
 
 // ---- replay ----
 
-const words replay_base = {"replay", "--trace", "trace", "--policy", "topk(k=4)", "--policy", "oea(k0=2,k=4)",
-                           "--t-fetch", "1", "--t-token", "0.5", "--json"};
+const words replay_base = {"replay",        "--trace",   "trace", "--policy",  "topk(k=4)", "--policy",
+                           "oea(k0=2,k=4)", "--t-fetch", "1",     "--t-token", "0.5",       "--json"};
 
 /// Adds a third --policy: a bad one among good ones, given after them.
 void add_extra_policies(std::vector<bad_case>& cases, const words& texts) {
-  for (const auto& text : texts) cases.push_back({"policy text", "--policy '" + text + "'", plus(replay_base, {"--policy", text}), bad_arguments});
+  for (const auto& text : texts)
+    cases.push_back({"policy text", "--policy '" + text + "'", plus(replay_base, {"--policy", text}), bad_arguments});
 }
 
 void add_latency_reals(std::vector<bad_case>& cases, const words& base) {
@@ -887,7 +982,8 @@ void add_replay_cases(std::vector<bad_case>& cases) {
   add_extra_policies(cases, policy_syntax_errors);
   add_extra_policies(cases, policy_meaning_errors);
   add_unknown_and_valueless(cases, replay_base, {"--trace", "--policy", "--t-fetch", "--t-token"});
-  cases.push_back({"unknown option", "a value after the flag --json", plus(replay_base, {"--json", "1"}), bad_arguments});
+  cases.push_back(
+      {"unknown option", "a value after the flag --json", plus(replay_base, {"--json", "1"}), bad_arguments});
   cases.push_back({"conflicting options", "--json and --csv", plus(replay_base, {"--csv"}), bad_arguments});
   cases.push_back({"missing option", "no --trace", without(replay_base, "--trace"), bad_arguments});
   words no_policy = without(without(replay_base, "--policy"), "--policy");
@@ -897,7 +993,8 @@ void add_replay_cases(std::vector<bad_case>& cases) {
 
 // ---- sweep ----
 
-const words sweep_base = {"sweep", "--trace", "trace", "--grid", "oea(k0=1..4,k=4)", "--t-fetch", "1", "--t-token", "0"};
+const words sweep_base = {"sweep",     "--trace", "trace",     "--grid", "oea(k0=1..4,k=4)",
+                          "--t-fetch", "1",       "--t-token", "0"};
 const words sweep_outputs = {"sweep.csv", "sweep.svg"};
 
 void add_sweep_grids(std::vector<bad_case>& cases) {
@@ -917,7 +1014,8 @@ void add_sweep_outputs(std::vector<bad_case>& cases) {
                                                                  {"./sweep.svg", "sweep.svg"},
                                                                  {"x.csv", "./x.csv"}};
   for (const auto& [csv, svg] : same) {
-    cases.push_back({"same output", "--csv " + csv + " and --svg " + svg, with(with(sweep_base, "--csv", csv), "--svg", svg), bad_arguments});
+    cases.push_back({"same output", "--csv " + csv + " and --svg " + svg,
+                     with(with(sweep_base, "--csv", csv), "--svg", svg), bad_arguments});
   }
   add_values(cases, "output path", sweep_base, "--csv", {"nodir/s.csv", "emptydir", "s.npy/s.csv"}, bad_input);
   add_values(cases, "output path", sweep_base, "--svg", {"nodir/s.svg", "emptydir", "s.npy/s.svg"}, bad_input);
@@ -980,8 +1078,8 @@ TEST_CASE("moe-route sweep refuses each generated bad grid, trace and output pai
 TEST_CASE("moe-route refuses unknown commands cleanly") {
   sandbox box;
   std::vector<bad_case> cases;
-  for (const words& args : std::vector<words>{{"frobnicate"}, {"Route"}, {""}, {"routes"}, {"-x"}, {"--frob"}, {"gen2"},
-                                              {"ROUTE", "--help"}}) {
+  for (const words& args : std::vector<words>{
+           {"frobnicate"}, {"Route"}, {""}, {"routes"}, {"-x"}, {"--frob"}, {"gen2"}, {"ROUTE", "--help"}}) {
     cases.push_back({"unknown command", "no such command", args, bad_arguments});
   }
   for (const auto& c : cases) expect_clean_refusal(box, c);

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <moe_routing/batching/expert_parallel_batches.hpp>
 #include <moe_routing/batching/form_batches.hpp>
+#include <moe_routing/batching/online_admission.hpp>
 #include <moe_routing/io/npy.hpp>
 #include <moe_routing/io/trace.hpp>
 
@@ -60,18 +62,21 @@ TEST_CASE("moe-route route writes the plan the library computes") {
     const std::vector<std::int64_t> segments = {0, 4, 8, 20, 24};
     std::vector<std::int32_t> placement(experts);
     for (int e = 0; e < experts; ++e) placement[static_cast<std::size_t>(e)] = e % 4;
-    if (half) mr::npy::write(dir.file("s.npy"), mr::npy::dtype::float16, {std::size_t(n), std::size_t(experts)}, halves.data());
-    else mr::npy::write(dir.file("s.npy"), mr::npy::dtype::float32, {std::size_t(n), std::size_t(experts)}, scores.data());
+    if (half)
+      mr::npy::write(dir.file("s.npy"), mr::npy::dtype::float16, {std::size_t(n), std::size_t(experts)}, halves.data());
+    else
+      mr::npy::write(dir.file("s.npy"), mr::npy::dtype::float32, {std::size_t(n), std::size_t(experts)}, scores.data());
     mr::npy::write(dir.file("b.npy"), mr::npy::dtype::float32, {std::size_t(experts)}, bias.data());
     mr::npy::write(dir.file("m.npy"), mr::npy::dtype::boolean, {std::size_t(n)}, mask.data());
     mr::npy::write(dir.file("o.npy"), mr::npy::dtype::int64, {segments.size()}, segments.data());
     mr::npy::write(dir.file("p.npy"), mr::npy::dtype::int32, {std::size_t(experts)}, placement.data());
 
     const std::string policy_text = "per_request(k0=2,m_r=2) | ep_fill(m_g=6) | refine(k=6)";
-    const std::string args = "route --scores " + dir.file("s.npy") + " --policy '" + policy_text +
-                             "' --scoring sigmoid --bias " + dir.file("b.npy") + " --groups 8:4 --group-score max --mask " +
-                             dir.file("m.npy") + " --segments " + dir.file("o.npy") + " --placement " + dir.file("p.npy") +
-                             " --padding repeat --scale 2.5 --ids " + dir.file("i.npy") + " --weights " + dir.file("w.npy");
+    const std::string args =
+        "route --scores " + dir.file("s.npy") + " --policy '" + policy_text + "' --scoring sigmoid --bias " +
+        dir.file("b.npy") + " --groups 8:4 --group-score max --mask " + dir.file("m.npy") + " --segments " +
+        dir.file("o.npy") + " --placement " + dir.file("p.npy") + " --padding repeat --scale 2.5 --ids " +
+        dir.file("i.npy") + " --weights " + dir.file("w.npy");
     REQUIRE(run(args) == 0);
 
     std::vector<std::int32_t> segments32(segments.begin(), segments.end());
@@ -116,23 +121,24 @@ TEST_CASE("moe-route exit statuses: 2 for bad arguments, 1 for bad input") {
   CHECK(run("route" + s + " --policy 'oea(k0=2,k=4)'" + out) == 0);
   CHECK(run("") == 2);
   CHECK(run("frobnicate") == 2);
-  CHECK(run("route" + s + out) == 2);                                        // no --policy
-  CHECK(run("route" + s + " --policy 'oea(k0=2,k=4' " + out) == 2);          // syntax error
-  CHECK(run("route" + s + " --policy 'oea(k0=6,k=4)'" + out) == 2);          // k0 > k
-  CHECK(run("route" + s + " --policy 'topk(k=20)'" + out) == 2);             // k > E
+  CHECK(run("route" + s + out) == 2);                                // no --policy
+  CHECK(run("route" + s + " --policy 'oea(k0=2,k=4' " + out) == 2);  // syntax error
+  CHECK(run("route" + s + " --policy 'oea(k0=6,k=4)'" + out) == 2);  // k0 > k
+  CHECK(run("route" + s + " --policy 'topk(k=20)'" + out) == 2);     // k > E
   CHECK(run("route" + s + " --policy 'topk(k=2)' --scoring cubic" + out) == 2);
   CHECK(run("route" + s + " --policy 'topk(k=2)' --frob 1" + out) == 2);
   CHECK(run("route" + s + " --policy 'topk(k=2)' --sentinel x" + out) == 2);
   CHECK(run("route --scores /nonexistent.npy --policy 'topk(k=2)'" + out) == 1);
   CHECK(run("route --scores " + dir.file("junk.npy") + " --policy 'topk(k=2)'" + out) == 1);
-  CHECK(run("route --scores " + dir.file("int.npy") + " --policy 'topk(k=1)'" + out) == 1);   // int scores
+  CHECK(run("route --scores " + dir.file("int.npy") + " --policy 'topk(k=1)'" + out) == 1);    // int scores
   CHECK(run("route" + s + " --policy 'topk(k=2)' --mask " + dir.file("int.npy") + out) == 1);  // mask dtype
   CHECK(run("route --help") == 0);
 
   CHECK(run_output("route" + s + " --policy 'oea(k0=2,k=4' " + out, dir.path) ==
         "moe-route: syntax error in policy at column 13: expected ',' or ')' after an argument in 'oea(k0=2,k=4'");
   CHECK(run_output("route" + s + " --policy 'oea(k0=6,k=4)'" + out, dir.path) ==
-        "moe-route: invalid parameter: prune.k0 = 6: must be at most the experts each token is assigned, refine.k = 4 in 'oea(k0=6,k=4)'");
+        "moe-route: invalid parameter: prune.k0 = 6: must be at most the experts each token is assigned, refine.k = 4 "
+        "in 'oea(k0=6,k=4)'");
 }
 
 namespace {
@@ -160,7 +166,9 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 TEST_CASE("moe-route gen writes a trace that route and replay read; replay's figures match a recount") {
   scratch_dir dir;
   const std::string trace_dir = dir.file("trace");
-  REQUIRE(run("gen --preset qwen3-30b-a3b --experts 64 --top-k 4 --layers 2 --tokens 8 --steps 5 --requests 2 --seed 5 --out " + trace_dir) == 0);
+  REQUIRE(run("gen --preset qwen3-30b-a3b --experts 64 --top-k 4 --layers 2 --tokens 8 --steps 5 --requests 2 --seed 5 "
+              "--out " +
+              trace_dir) == 0);
   const mr::io::trace trace = mr::io::load_trace(trace_dir);
   REQUIRE(trace.layers == 2);
   REQUIRE(trace.tokens == 40);
@@ -181,7 +189,8 @@ TEST_CASE("moe-route gen writes a trace that route and replay read; replay's fig
   // from a softmax computed here, recall against vanilla's rows.
   const std::string out = dir.file("replay.json");
   REQUIRE(std::system((std::string(MOE_ROUTE_BINARY) + " replay --trace " + trace_dir +
-                       " --policy 'topk(k=4)' --policy 'oea(k0=2,k=4)' --json > " + out + " 2>/dev/null").c_str()) == 0);
+                       " --policy 'topk(k=4)' --policy 'oea(k0=2,k=4)' --json > " + out + " 2>/dev/null")
+                          .c_str()) == 0);
   const std::string json = read_file(out);
   double active = 0, retained = 0, recall = 0;
   int samples = 0;
@@ -225,7 +234,8 @@ TEST_CASE("moe-route gen writes a trace that route and replay read; replay's fig
   CHECK(count_of(json, "\"layer\": ") == 4);  // two layers for each of two policies
 
   REQUIRE(std::system((std::string(MOE_ROUTE_BINARY) + " replay --trace " + trace_dir +
-                       " --policy 'oea(k0=2,k=4)' --csv > " + out + " 2>/dev/null").c_str()) == 0);
+                       " --policy 'oea(k0=2,k=4)' --csv > " + out + " 2>/dev/null")
+                          .c_str()) == 0);
   CHECK(count_of(read_file(out), "\n") == 1 + 3);  // header, all, layer 0, layer 1
 }
 
@@ -257,12 +267,13 @@ TEST_CASE("every subcommand has --help; trace commands exit 2 for arguments, 1 f
   CHECK(run("gen --preset uniform") == 2);  // no --out
   CHECK(run("replay --trace " + dir.file("missing") + " --policy 'topk(k=2)'") == 1);
   REQUIRE(run("gen --preset uniform --experts 16 --top-k 2 --tokens 4 --steps 2 --out " + dir.file("t")) == 0);
-  CHECK(run("replay --trace " + dir.file("t")) == 2);                              // no --policy
-  CHECK(run("replay --trace " + dir.file("t") + " --policy 'topk(k=2'") == 2);     // syntax
-  CHECK(run("replay --trace " + dir.file("t") + " --policy 'topk(k=8)'") == 2);    // k above the trace's
+  CHECK(run("replay --trace " + dir.file("t")) == 2);                                // no --policy
+  CHECK(run("replay --trace " + dir.file("t") + " --policy 'topk(k=2'") == 2);       // syntax
+  CHECK(run("replay --trace " + dir.file("t") + " --policy 'topk(k=8)'") == 2);      // k above the trace's
   CHECK(run("sweep --trace " + dir.file("t") + " --grid 'oea(k0=3..1,k=2)'") == 2);  // empty range
   CHECK(run("sweep --trace " + dir.file("t") + " --grid 'oea(k0=5..6,k=2)'") == 2);  // nothing fits
-  CHECK(run("route --trace " + dir.file("t") + " --step 9 --policy 'topk(k=2)' --ids " + dir.file("i") + " --weights " + dir.file("w")) == 2);
+  CHECK(run("route --trace " + dir.file("t") + " --step 9 --policy 'topk(k=2)' --ids " + dir.file("i") + " --weights " +
+            dir.file("w")) == 2);
 }
 
 TEST_CASE("moe-route outputs are all or nothing, and never land on another file") {
@@ -280,21 +291,25 @@ TEST_CASE("moe-route outputs are all or nothing, and never land on another file"
     std::vector<float> many(4096 * 64, 1.0f);  // 1 MiB of scores: ids and weights of 64 KiB each
     mr::npy::write(dir.file("big.npy"), mr::npy::dtype::float32, {4096, 64}, many.data());
     // `ulimit -f 16` stops writes at 16 KiB with EFBIG, as a full disk stops them (SIGXFSZ ignored).
-    const std::string command = "trap '' XFSZ; ulimit -f 16; exec " + std::string(MOE_ROUTE_BINARY) + " route --scores " +
-                                dir.file("big.npy") + " --policy 'topk(k=8)'" + outputs + " > /dev/null 2> " + dir.file("err.txt");
+    const std::string command = "trap '' XFSZ; ulimit -f 16; exec " + std::string(MOE_ROUTE_BINARY) +
+                                " route --scores " + dir.file("big.npy") + " --policy 'topk(k=8)'" + outputs +
+                                " > /dev/null 2> " + dir.file("err.txt");
     const int status = std::system(("sh -c \"" + command + "\"").c_str());
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 1);
     CHECK(read_file(dir.file("err.txt")).find("moe-route: cannot write " + dir.file("i.npy")) == 0);
     CHECK(read_file(dir.file("i.npy")) == "old ids");
     CHECK(read_file(dir.file("w.npy")) == "old weights");
-    for (const auto& entry : fs::directory_iterator(dir.path)) CHECK(entry.path().string().find(".tmp") == std::string::npos);
+    for (const auto& entry : fs::directory_iterator(dir.path))
+      CHECK(entry.path().string().find(".tmp") == std::string::npos);
   }
   SUBCASE("two outputs naming one file, in any spelling, are refused") {
     CHECK(run(route + " --ids " + dir.file("o.npy") + " --weights " + dir.file("o.npy")) == 2);
     CHECK(run(route + " --ids " + dir.file("o.npy") + " --weights " + (dir.path / "." / "o.npy").string()) == 2);
     CHECK(run(route + " --ids " + dir.file("s.npy") + " --weights " + dir.file("w.npy")) == 2);  // over the input
-    CHECK(run_output(route + " --ids " + dir.file("o.npy") + " --weights " + dir.file("w.npy") + " --counts " + dir.file("o.npy"), dir.path)
+    CHECK(run_output(route + " --ids " + dir.file("o.npy") + " --weights " + dir.file("w.npy") + " --counts " +
+                         dir.file("o.npy"),
+                     dir.path)
               .find("--ids and --counts name the same file") != std::string::npos);
     CHECK_FALSE(fs::exists(dir.file("o.npy")));
   }
@@ -324,7 +339,8 @@ TEST_CASE("moe-route outputs are all or nothing, and never land on another file"
   SUBCASE("standard output that cannot be written fails the run") {
     REQUIRE(run("gen --preset uniform --experts 16 --top-k 2 --tokens 4 --steps 2 --out " + dir.file("t")) == 0);
     const int status = std::system((std::string(MOE_ROUTE_BINARY) + " replay --trace " + dir.file("t") +
-                                    " --policy 'topk(k=2)' --json > /dev/full 2> /dev/null").c_str());
+                                    " --policy 'topk(k=2)' --json > /dev/full 2> /dev/null")
+                                       .c_str());
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 1);
   }
@@ -344,7 +360,8 @@ TEST_CASE("moe-route outputs are all or nothing, and never land on another file"
   }
   SUBCASE("integers do not wrap, take no junk, and are not truncated from fractions") {
     CHECK(run(route + " --top-k 4294967298" + outputs) == 2);
-    CHECK(run_output(route + " --top-k 4294967298" + outputs, dir.path) == "moe-route: --top-k = 4294967298: must be in [1, 32]");
+    CHECK(run_output(route + " --top-k 4294967298" + outputs, dir.path) ==
+          "moe-route: --top-k = 4294967298: must be in [1, 32]");
     CHECK(run(route + " --top-k 4.5" + outputs) == 2);
     CHECK(run(route + " --sentinel 2147483648" + outputs) == 2);
     CHECK(run(route + " --groups 4:2junk" + outputs) == 2);
@@ -371,22 +388,29 @@ TEST_CASE("moe-route gen replaces an earlier trace whole, and nothing else") {
   CHECK(run("gen --preset uniform --out " + dir.file("file") + "/below") == 1);  // parent is a file
   CHECK(run("gen --preset uniform --layers 100000 --tokens 16384 --steps 100000 --out " + dir.file("huge")) == 2);
   // More tokens than int32 offsets hold (checked first: the score count could then overflow).
-  CHECK(run_output("gen --preset uniform --tokens 16384 --steps 1000000000 --layers 4096 --experts 1024 --out " + dir.file("huge"), dir.path)
+  CHECK(run_output("gen --preset uniform --tokens 16384 --steps 1000000000 --layers 4096 --experts 1024 --out " +
+                       dir.file("huge"),
+                   dir.path)
             .find("a trace holds at most 1073741824 tokens") != std::string::npos);
   // Few enough tokens, but 2^39 scores: refused before the generator allocates them.
-  CHECK(run_output("gen --preset uniform --layers 4096 --tokens 16384 --steps 8 --experts 1024 --out " + dir.file("huge"), dir.path)
-            .find("scores: at most 268435456") != std::string::npos);
+  CHECK(
+      run_output("gen --preset uniform --layers 4096 --tokens 16384 --steps 8 --experts 1024 --out " + dir.file("huge"),
+                 dir.path)
+          .find("scores: at most 268435456") != std::string::npos);
   CHECK_FALSE(fs::exists(dir.file("huge")));
-  for (const auto& entry : fs::directory_iterator(dir.path)) CHECK(entry.path().string().find(".tmp") == std::string::npos);
+  for (const auto& entry : fs::directory_iterator(dir.path))
+    CHECK(entry.path().string().find(".tmp") == std::string::npos);
 }
 
 TEST_CASE("moe-route batch reports the loads the library's batch forming gives the trace's requests") {
   scratch_dir dir;
   const std::string trace_dir = dir.file("t");
-  REQUIRE(run("gen --preset qwen3-30b-a3b --experts 64 --top-k 4 --layers 2 --tokens 8 --requests 2 --steps 6 --out " + trace_dir) == 0);
+  REQUIRE(run("gen --preset qwen3-30b-a3b --experts 64 --top-k 4 --layers 2 --tokens 8 --requests 2 --steps 6 --out " +
+              trace_dir) == 0);
   const std::string out = dir.file("batch.csv");
   REQUIRE(std::system((std::string(MOE_ROUTE_BINARY) + " batch --trace " + trace_dir +
-                       " --batch-size 4 --method fifo --method oracle --csv > " + out + " 2>/dev/null").c_str()) == 0);
+                       " --batch-size 4 --method fifo --method oracle --csv > " + out + " 2>/dev/null")
+                          .c_str()) == 0);
   // The same requests (2 per step, 4 tokens each) and their vanilla experts, gathered here.
   const mr::io::trace trace = mr::io::load_trace(trace_dir);
   moe_routing::batching::request_signatures signatures(12, 2, 64);
@@ -402,13 +426,34 @@ TEST_CASE("moe-route batch reports the loads the library's batch forming gives t
     }
   }
   const std::string csv = read_file(out);
-  for (const auto& formed :
-       {std::pair{"fifo", moe_routing::batching::fifo_batches(12, 4)}, std::pair{"oracle", moe_routing::batching::greedy_batches(signatures, 4)}}) {
+  for (const auto& formed : {std::pair{"fifo", moe_routing::batching::fifo_batches(12, 4)},
+                             std::pair{"oracle", moe_routing::batching::greedy_batches(signatures, 4)}}) {
     const std::string method = formed.first;  // a named copy: clang 14 cannot capture a structured binding
     CAPTURE(method);
-    const std::string row = method + ",3," + std::to_string(moe_routing::batching::expert_loads(signatures, formed.second)) + ",";
+    const std::string row =
+        method + ",3," + std::to_string(moe_routing::batching::expert_loads(signatures, formed.second)) + ",";
     CHECK(csv.find(row) != std::string::npos);
   }
+  // Online admission and the expert-parallel oracle, with 4 devices of 16 contiguous experts.
+  const std::string placed = dir.file("placed.csv");
+  REQUIRE(std::system((std::string(MOE_ROUTE_BINARY) + " batch --trace " + trace_dir +
+                       " --batch-size 4 --method online --method ep-oracle --max-wait 2 --devices 4 --csv > " + placed +
+                       " 2>/dev/null")
+                          .c_str()) == 0);
+  std::vector<std::int32_t> blocks(64);
+  for (int e = 0; e < 64; ++e) blocks[static_cast<std::size_t>(e)] = e / 16;
+  const moe_routing::batching::device_masks masks(signatures, blocks, 4);
+  const auto online = moe_routing::batching::online_batches(signatures, 4, 2);
+  const auto ep = moe_routing::batching::greedy_ep_batches(signatures, masks, 4);
+  const std::string placed_csv = read_file(placed);
+  CHECK(placed_csv.find("busiest_device_loads") != std::string::npos);
+  CHECK(placed_csv.find("online," + std::to_string(online.size()) + "," +
+                        std::to_string(moe_routing::batching::expert_loads(signatures, online)) + ",") !=
+        std::string::npos);
+  CHECK(placed_csv.find("," + std::to_string(moe_routing::batching::busiest_device_loads(signatures, masks, ep)) +
+                        ",") != std::string::npos);
+  CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --method ep-oracle") == 2);  // no placement
+  CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --devices 65") == 2);
   CHECK(run("batch --trace " + trace_dir + " --batch-size 0") == 2);
   CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --method psychic") == 2);
   CHECK(run("batch --trace " + dir.file("missing") + " --batch-size 4") == 1);

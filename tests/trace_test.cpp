@@ -5,13 +5,15 @@
 #include <filesystem>
 #include <fstream>
 
-#include <moe_routing/cpu/trace_replay.hpp>
+#include <moe_routing/batching/form_batches.hpp>
 #include <moe_routing/io/trace.hpp>
 #include <moe_routing/synthetic/router_trace_generator.hpp>
 
 #include "plan_checks.hpp"
+#include "trace_replay.hpp"  // tools/moe-route
 
 namespace {
+namespace mb = moe_routing::batching;
 namespace mr = test::mr;
 namespace fs = std::filesystem;
 
@@ -84,10 +86,13 @@ TEST_CASE("a trace round-trips through its directory, float32 and float16") {
     CHECK(back.placement == t.placement);
     CHECK(back.devices == 4);
     std::vector<std::int32_t> segments;
-    const int tokens = half ? back.batch<mr::float16>(1, 2, segments).tokens() : back.batch<float>(1, 2, segments).tokens();
+    const int tokens =
+        half ? back.batch<mr::float16>(1, 2, segments).tokens() : back.batch<float>(1, 2, segments).tokens();
     CHECK(segments == std::vector<std::int32_t>{0, 4, 8});
     CHECK(tokens == 8);
-    if (half) CHECK_THROWS_WITH_AS(back.batch<float>(0, 0, segments), "trace holds float16 scores; ask for batch<float16>", mr::io::trace_error);
+    if (half)
+      CHECK_THROWS_WITH_AS(back.batch<float>(0, 0, segments), "trace holds float16 scores; ask for batch<float16>",
+                           mr::io::trace_error);
   }
 }
 
@@ -121,24 +126,47 @@ TEST_CASE("malformed traces are refused with the file and the reason") {
       {"no trace.json", [](const fs::path& d) { fs::remove(d / "trace.json"); }, "trace.json: cannot open file"},
       {"broken json", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8,"); }, "trace.json: expected '\"'"},
       {"no top_k", [&](const fs::path& d) { write_json(d, "{\"layers\": 2}"); }, "missing \"top_k\""},
-      {"top_k above E", [&](const fs::path& d) { write_json(d, "{\"top_k\": 500}"); }, "top_k = 500 must be in [1, min(experts, 32)]"},
-      {"fractional top_k", [&](const fs::path& d) { write_json(d, "{\"top_k\": 4.9}"); }, "\"top_k\" must be a whole number in int range, not 4.9"},
-      {"top_k past int", [&](const fs::path& d) { write_json(d, "{\"top_k\": 4294967304}"); }, "\"top_k\" must be a whole number"},
-      {"a key given twice", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8, \"top_k\": 4}"); }, "key \"top_k\" given twice"},
-      {"no layer", [](const fs::path& d) { float x[1] = {}; mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float32, {0, 24, 128}, x); },
+      {"top_k above E", [&](const fs::path& d) { write_json(d, "{\"top_k\": 500}"); },
+       "top_k = 500 must be in [1, min(experts, 32)]"},
+      {"fractional top_k", [&](const fs::path& d) { write_json(d, "{\"top_k\": 4.9}"); },
+       "\"top_k\" must be a whole number in int range, not 4.9"},
+      {"top_k past int", [&](const fs::path& d) { write_json(d, "{\"top_k\": 4294967304}"); },
+       "\"top_k\" must be a whole number"},
+      {"a key given twice", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8, \"top_k\": 4}"); },
+       "key \"top_k\" given twice"},
+      {"no layer",
+       [](const fs::path& d) {
+         float x[1] = {};
+         mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float32, {0, 24, 128}, x);
+       },
        "0 layers; a trace holds 1 to 4096"},
-      {"no token", [](const fs::path& d) { float x[1] = {}; mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float32, {2, 0, 128}, x); },
+      {"no token",
+       [](const fs::path& d) {
+         float x[1] = {};
+         mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float32, {2, 0, 128}, x);
+       },
        "tokens must be in [1, 2^30]"},
-      {"trace.json a directory", [](const fs::path& d) { fs::remove(d / "trace.json"); fs::create_directory(d / "trace.json"); },
+      {"trace.json a directory",
+       [](const fs::path& d) {
+         fs::remove(d / "trace.json");
+         fs::create_directory(d / "trace.json");
+       },
        "trace.json: not a regular file"},
-      {"scores a directory", [](const fs::path& d) { fs::remove(d / "scores.npy"); fs::create_directory(d / "scores.npy"); },
+      {"scores a directory",
+       [](const fs::path& d) {
+         fs::remove(d / "scores.npy");
+         fs::create_directory(d / "scores.npy");
+       },
        "scores.npy: not a regular file"},
-      {"placement beyond the device limit", [&](const fs::path& d) {
+      {"placement beyond the device limit",
+       [&](const fs::path& d) {
          std::vector<std::int32_t> p(128, 0);
          p[5] = 1024;
          write_offsets(d / "placement.npy", p);
-       }, "placement[5] = 1024 must be below max_experts = 1024"},
-      {"a step longer than one routing call", [&](const fs::path& d) {
+       },
+       "placement[5] = 1024 must be below max_experts = 1024"},
+      {"a step longer than one routing call",
+       [&](const fs::path& d) {
          std::vector<mr::float16> scores(std::size_t{16385} * 2, mr::to_float16(0.5f));
          mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float16, {1, 16385, 2}, scores.data());
          write_json(d, "{\"top_k\": 1}");
@@ -146,22 +174,59 @@ TEST_CASE("malformed traces are refused with the file and the reason") {
          fs::remove(d / "segments.npy");
          fs::remove(d / "mask.npy");
          fs::remove(d / "placement.npy");
-       }, "step 0 holds 16385 tokens, more than max_tokens = 16384"},
-      {"declared layers disagree", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8, \"layers\": 3}"); }, "\"layers\" = 3 disagrees"},
-      {"unknown scoring", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8, \"scoring\": \"relu\"}"); }, "unknown scoring 'relu'"},
-      {"scores not 3-D", [](const fs::path& d) { float x[4] = {}; mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float32, {2, 2}, x); },
+       },
+       "step 0 holds 16385 tokens, more than max_tokens = 16384"},
+      {"declared layers disagree", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8, \"layers\": 3}"); },
+       "\"layers\" = 3 disagrees"},
+      {"unknown scoring", [&](const fs::path& d) { write_json(d, "{\"top_k\": 8, \"scoring\": \"relu\"}"); },
+       "unknown scoring 'relu'"},
+      {"scores not 3-D",
+       [](const fs::path& d) {
+         float x[4] = {};
+         mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::float32, {2, 2}, x);
+       },
        "scores must be [layers, tokens, experts]"},
-      {"integer scores", [](const fs::path& d) { std::int32_t x[8] = {}; mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::int32, {1, 2, 4}, x); },
+      {"integer scores",
+       [](const fs::path& d) {
+         std::int32_t x[8] = {};
+         mr::npy::write((d / "scores.npy").string(), mr::npy::dtype::int32, {1, 2, 4}, x);
+       },
        "scores must be float32 or float16"},
-      {"truncated scores", [](const fs::path& d) { fs::resize_file(d / "scores.npy", fs::file_size(d / "scores.npy") - 100); }, "truncated data"},
-      {"steps past the tokens", [&](const fs::path& d) { write_offsets(d / "steps.npy", {0, 8, 30}); }, "must start at 0 and end at the token count 24"},
-      {"steps going back", [&](const fs::path& d) { write_offsets(d / "steps.npy", {0, 16, 8, 24}); }, "must not decrease"},
+      {"truncated scores",
+       [](const fs::path& d) { fs::resize_file(d / "scores.npy", fs::file_size(d / "scores.npy") - 100); },
+       "truncated data"},
+      {"steps past the tokens",
+       [&](const fs::path& d) {
+         write_offsets(d / "steps.npy", {0, 8, 30});
+       },
+       "must start at 0 and end at the token count 24"},
+      {"steps going back",
+       [&](const fs::path& d) {
+         write_offsets(d / "steps.npy", {0, 16, 8, 24});
+       },
+       "must not decrease"},
       {"no steps", [](const fs::path& d) { fs::remove(d / "steps.npy"); }, "steps.npy: cannot open file"},
-      {"segment across a step", [&](const fs::path& d) { write_offsets(d / "segments.npy", {0, 6, 12, 24}); }, "step boundary 8 is not a segment boundary"},
-      {"mask of the wrong length", [](const fs::path& d) { std::uint8_t m[5] = {}; mr::npy::write((d / "mask.npy").string(), mr::npy::dtype::boolean, {5}, m); },
+      {"segment across a step",
+       [&](const fs::path& d) {
+         write_offsets(d / "segments.npy", {0, 6, 12, 24});
+       },
+       "step boundary 8 is not a segment boundary"},
+      {"mask of the wrong length",
+       [](const fs::path& d) {
+         std::uint8_t m[5] = {};
+         mr::npy::write((d / "mask.npy").string(), mr::npy::dtype::boolean, {5}, m);
+       },
        "mask must be bool or uint8 of shape [24]"},
-      {"placement of the wrong length", [&](const fs::path& d) { write_offsets(d / "placement.npy", {0, 1}); }, "placement must have shape [128]"},
-      {"float placement", [](const fs::path& d) { float p[128] = {}; mr::npy::write((d / "placement.npy").string(), mr::npy::dtype::float32, {128}, p); },
+      {"placement of the wrong length",
+       [&](const fs::path& d) {
+         write_offsets(d / "placement.npy", {0, 1});
+       },
+       "placement must have shape [128]"},
+      {"float placement",
+       [](const fs::path& d) {
+         float p[128] = {};
+         mr::npy::write((d / "placement.npy").string(), mr::npy::dtype::float32, {128}, p);
+       },
        "placement must be int32 or int64"},
   };
   for (const auto& c : table) {
@@ -205,11 +270,38 @@ TEST_CASE("uniform traces: mean vanilla |active| within 1% of E(1 - (1 - k/E)^n)
 
 TEST_CASE("calibrated presets reproduce their published figures") {
   // OEA Table 4: Qwen3-30B-A3B, batch 16, vanilla: 48.8 active experts on average.
-  CHECK(mean_active(mr::synthetic::find_preset("qwen3-30b-a3b")->config, 16, 300) == doctest::Approx(48.8).epsilon(0.05));
+  CHECK(mean_active(mr::synthetic::find_preset("qwen3-30b-a3b")->config, 16, 300) ==
+        doctest::Approx(48.8).epsilon(0.05));
   // XShare section 1: DeepSeek-R1 about 57 at batch 8 and about 163 at batch 32.
   const auto deepseek = mr::synthetic::find_preset("deepseek-r1")->config;
   CHECK(mean_active(deepseek, 8, 300) == doctest::Approx(57.0).epsilon(0.03));
   CHECK(mean_active(deepseek, 32, 300) == doctest::Approx(163.0).epsilon(0.03));
+}
+
+TEST_CASE("the topic-structured preset: the study's oracle saving, deepseek-r1's |active| for random batches") {
+  auto config = mr::synthetic::find_preset("deepseek-topics")->config;
+  // Random single-token batches look like deepseek-r1's (57 at batch 8, 163 at batch 32).
+  CHECK(mean_active(config, 8, 300) == doctest::Approx(57.0).epsilon(0.03));
+  CHECK(mean_active(config, 32, 300) == doctest::Approx(163.0).epsilon(0.05));
+  // The study's pool with 8 of its 40 layers: 1,000 requests of 4 tokens, batches of 64; the
+  // greedy oracle saves the study's 21.3% against random batches (21.4% with 40 layers).
+  config.layers = 8;
+  config.requests = 1000;
+  config.tokens_per_step = 4000;
+  config.steps = 1;
+  const mr::io::trace t = mr::synthetic::generate_trace(config);
+  mb::request_signatures signatures(1000, 8, 256);
+  mr::cpu::workspace ws({4000, 256, 8});
+  mr::routing_plan plan(4000, 8, 256);
+  std::vector<std::int32_t> segments;
+  for (int layer = 0; layer < 8; ++layer) {
+    REQUIRE(mr::cpu::route(mr::presets::vanilla(8), t.batch<float>(layer, 0, segments), plan.view(), ws).ok());
+    for (int token = 0; token < 4000; ++token)
+      signatures.add_row(token / 4, layer, plan.ids().data() + static_cast<std::size_t>(token) * 8, 8);
+  }
+  const double random = static_cast<double>(mb::expert_loads(signatures, mb::random_batches(1000, 64, 1)));
+  const double oracle = static_cast<double>(mb::expert_loads(signatures, mb::greedy_batches(signatures, 64)));
+  CHECK(1.0 - oracle / random == doctest::Approx(0.213).epsilon(0.15));
 }
 
 TEST_CASE("a request's consecutive tokens agree more than strangers do (realistic traces)") {
@@ -227,7 +319,8 @@ TEST_CASE("a request's consecutive tokens agree more than strangers do (realisti
     REQUIRE(mr::cpu::route(mr::presets::vanilla(8), t.batch<float>(0, s, segments), plan.view(), ws).ok());
     auto overlap = [&](int a, int b) {
       int shared = 0;
-      for (int i = 0; i < 8; ++i) for (int j = 0; j < 8; ++j) shared += plan.id(a, i) == plan.id(b, j);
+      for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) shared += plan.id(a, i) == plan.id(b, j);
       return shared;
     };
     same += overlap(0, 1) + overlap(4, 5);       // neighbours within a request
@@ -242,7 +335,7 @@ TEST_CASE("replay averages quality over the steps that route a token; a step wit
   t.mask.assign(static_cast<std::size_t>(t.tokens), 1);
   for (int i = t.step_begin(1); i < t.step_end(1); ++i) t.mask[static_cast<std::size_t>(i)] = 0;  // step 1: all padding
   const auto policy = mr::parse_policy_or_throw("xshare(k0=1,m=2,k=8)");
-  const mr::cpu::policy_replay report = mr::cpu::replay_trace(t, policy, "xshare");
+  const moe_route::policy_replay report = moe_route::replay_trace(t, policy, "xshare");
   // Independently: the mean of measure_plan's retained mass over the (layer, step) pairs
   // whose step has a valid token.
   double sum = 0;
@@ -266,10 +359,11 @@ TEST_CASE("replay averages quality over the steps that route a token; a step wit
   CHECK(report.overall.retained_mass.mean == doctest::Approx(sum / counted).epsilon(1e-12));
   CHECK(report.overall.retained_mass.mean < 1.0);  // the masked step no longer counts as a perfect 1.0
   CHECK(report.overall.steps == 6);
-  CHECK(report.overall.active.mean == doctest::Approx((report.layers[0].active.mean + report.layers[1].active.mean) / 2));
+  CHECK(report.overall.active.mean ==
+        doctest::Approx((report.layers[0].active.mean + report.layers[1].active.mean) / 2));
 
   t.mask.assign(t.mask.size(), 0);  // nothing to route anywhere: no figure to report
-  const mr::cpu::policy_replay empty = mr::cpu::replay_trace(t, policy, "xshare");
+  const moe_route::policy_replay empty = moe_route::replay_trace(t, policy, "xshare");
   CHECK(std::isnan(empty.overall.retained_mass.mean));
   CHECK(std::isnan(empty.overall.recall.mean));
   CHECK(std::isnan(empty.overall.latency_ratio.mean));

@@ -1,4 +1,4 @@
-// top_of_values and top_of_listed (the CPU's row top-k by value, optionally within an
+// top_k_of_values and top_k_of_listed (the CPU's row top-k by value, optionally within an
 // expert subset)
 // against a plain sort of (value, index) pairs written here. Built twice: the portable
 // suite checks the expert-by-expert path, the native suite the AVX-512 one.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
-#include <moe_routing/cpu/value_top_k.hpp>
+#include <moe_routing/cpu/simd/value_top_k.hpp>
 
 #include "test_support.hpp"
 
@@ -40,12 +40,18 @@ std::vector<int> naive_top(const std::vector<float>& values, int count, const st
 /// Scores with many ties, signed zeros, infinities, NaN and subnormals.
 float awkward_value(std::mt19937& rng) {
   switch (std::uniform_int_distribution<int>(0, 9)(rng)) {
-    case 0: return NAN;
-    case 1: return std::uniform_int_distribution<int>(0, 1)(rng) ? INFINITY : -INFINITY;
-    case 2: return std::uniform_int_distribution<int>(0, 1)(rng) ? 0.0f : -0.0f;
-    case 3: return static_cast<float>(std::uniform_int_distribution<int>(-3, 3)(rng));  // ties
-    case 4: return std::ldexp(1.0f, -140) * static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(rng));
-    default: return std::normal_distribution<float>(0.0f, 4.0f)(rng);
+    case 0:
+      return NAN;
+    case 1:
+      return std::uniform_int_distribution<int>(0, 1)(rng) ? INFINITY : -INFINITY;
+    case 2:
+      return std::uniform_int_distribution<int>(0, 1)(rng) ? 0.0f : -0.0f;
+    case 3:
+      return static_cast<float>(std::uniform_int_distribution<int>(-3, 3)(rng));  // ties
+    case 4:
+      return std::ldexp(1.0f, -140) * static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(rng));
+    default:
+      return std::normal_distribution<float>(0.0f, 4.0f)(rng);
   }
 }
 
@@ -102,7 +108,7 @@ void check_random_rows(std::uint32_t seed) {
     CAPTURE(count);
     CAPTURE(subset_kind);
     mr::rank_key keys[mr::max_top_k];
-    const int got = mr::cpu::top_of_values(exact.data(), experts, count, keys, subset_kind == 0 ? nullptr : &subset);
+    const int got = mr::cpu::top_k_of_values(exact.data(), experts, count, keys, subset_kind == 0 ? nullptr : &subset);
     const std::vector<int> want = naive_top(seen, count, allowed);
     REQUIRE(got == static_cast<int>(want.size()));
     for (int j = 0; j < got; ++j) {
@@ -116,8 +122,8 @@ void check_random_rows(std::uint32_t seed) {
     }
     if (subset_kind != 0 && static_cast<int>(listed.size()) <= mr::cpu::max_listed) {
       mr::rank_key listed_keys[mr::max_top_k];
-      const int listed_got = mr::cpu::top_of_listed(exact.data(), listed.data(), static_cast<int>(listed.size()),
-                                                    count, listed_keys);
+      const int listed_got =
+          mr::cpu::top_k_of_listed(exact.data(), listed.data(), static_cast<int>(listed.size()), count, listed_keys);
       REQUIRE(listed_got == static_cast<int>(want.size()));
       for (int j = 0; j < listed_got; ++j) {
         CAPTURE(j);
@@ -127,12 +133,14 @@ void check_random_rows(std::uint32_t seed) {
       const int pivot = std::uniform_int_distribution<int>(0, experts - 1)(rng);
       std::vector<bool> after_pivot(allowed);
       for (int e = 0; e < experts; ++e) {
-        after_pivot[static_cast<std::size_t>(e)] = after_pivot[static_cast<std::size_t>(e)] &&
+        after_pivot[static_cast<std::size_t>(e)] =
+            after_pivot[static_cast<std::size_t>(e)] &&
             ranks_before(seen[static_cast<std::size_t>(pivot)], pivot, seen[static_cast<std::size_t>(e)], e);
       }
       const std::vector<int> want_after = naive_top(seen, count, after_pivot);
-      const int after_got = mr::cpu::top_of_listed(exact.data(), listed.data(), static_cast<int>(listed.size()), count,
-                                                   listed_keys, mr::make_rank_key(seen[static_cast<std::size_t>(pivot)], pivot));
+      const int after_got =
+          mr::cpu::top_k_of_listed(exact.data(), listed.data(), static_cast<int>(listed.size()), count, listed_keys,
+                                   mr::make_rank_key(seen[static_cast<std::size_t>(pivot)], pivot));
       REQUIRE(after_got == static_cast<int>(want_after.size()));
       for (int j = 0; j < after_got; ++j) {
         CAPTURE(j);
@@ -157,12 +165,12 @@ TEST_CASE("value top-k, worked examples") {
   };
   // -0 ties +0 (lower index first); NaN last; +inf first.
   const std::vector<float> a = {0.0f, NAN, -0.0f, INFINITY, -1.0f};
-  REQUIRE(mr::cpu::top_of_values(a.data(), 5, 5, keys) == 5);
+  REQUIRE(mr::cpu::top_k_of_values(a.data(), 5, 5, keys) == 5);
   CHECK(ids(5) == std::vector<int>{3, 0, 2, 4, 1});
   // 17 experts: the best is the one past the first 16-wide block, and ties to index.
   std::vector<float> b(17, 1.0f);
   b[16] = 2.0f;
-  REQUIRE(mr::cpu::top_of_values(b.data(), 17, 3, keys) == 3);
+  REQUIRE(mr::cpu::top_k_of_values(b.data(), 17, 3, keys) == 3);
   CHECK(ids(3) == std::vector<int>{16, 0, 1});
   // Within {5, 40, 63}: ranks 40 (3.0), 5 (1.0), then 63 (NaN), although 0 and 1 are larger.
   std::vector<float> c(64, 9.0f);
@@ -171,9 +179,9 @@ TEST_CASE("value top-k, worked examples") {
   c[63] = NAN;
   mr::expert_set s;
   for (const int e : {5, 40, 63}) s.insert(e);
-  REQUIRE(mr::cpu::top_of_values(c.data(), 64, 8, keys, &s) == 3);
+  REQUIRE(mr::cpu::top_k_of_values(c.data(), 64, 8, keys, &s) == 3);
   CHECK(ids(3) == std::vector<int>{40, 5, 63});
   // An empty subset finds nothing.
   const mr::expert_set none;
-  REQUIRE(mr::cpu::top_of_values(c.data(), 64, 2, keys, &none) == 0);
+  REQUIRE(mr::cpu::top_k_of_values(c.data(), 64, 2, keys, &none) == 0);
 }

@@ -1,4 +1,6 @@
 // Must not compile: a policy of only an assignment stage selects nothing.
+// route's `routing_policy` constraint refuses this pipeline (include/moe_routing/policies/policy_checks.hpp):
+// expected error: (satisfaction of [^ ]*routing_policy<Policy>[^ ]* \[with Policy = moe_routing::pipeline<moe_routing::refine>\]|[^ ]*moe_routing::pipeline<moe_routing::refine>[^ ]* does not satisfy [^ ]*routing_policy[^ ]*)
 #include <moe_routing/cpu.hpp>
 #include <moe_routing/moe_routing.hpp>
 int main() {

@@ -44,9 +44,13 @@ struct batch_input {
   std::vector<std::uint8_t> mask;
 
   mr::routing_batch<float> view() const {
-    return {.scores = mr::make_score_view(scores.data(), n, experts), .mode = mode,
-            .bias = bias.empty() ? nullptr : bias.data(), .groups = groups, .token_mask = mask.empty() ? nullptr : mask.data(),
-            .placement = placement.empty() ? nullptr : placement.data(), .device_count = placement.empty() ? 0 : devices,
+    return {.scores = mr::make_score_view(scores.data(), n, experts),
+            .mode = mode,
+            .bias = bias.empty() ? nullptr : bias.data(),
+            .groups = groups,
+            .token_mask = mask.empty() ? nullptr : mask.data(),
+            .placement = placement.empty() ? nullptr : placement.data(),
+            .device_count = placement.empty() ? 0 : devices,
             .step = prefill ? mr::phase::prefill : mr::phase::decode};
   }
 };
@@ -92,7 +96,8 @@ batch_input decode_batch(fuzz::byte_stream& in) {
   }
   if (in.flag()) {
     b.devices = in.in(1, 6);
-    for (int e = 0; e < b.experts; ++e) b.placement.push_back(static_cast<std::int32_t>((e * stride + seed) % b.devices));
+    for (int e = 0; e < b.experts; ++e)
+      b.placement.push_back(static_cast<std::int32_t>((e * stride + seed) % b.devices));
     if (in.u8() % 16 == 0) b.placement[in.u16() % b.placement.size()] = b.devices;  // out of range: refused
   }
   return b;
@@ -106,8 +111,14 @@ plan_shape decode_plan_shape(fuzz::byte_stream& in, const batch_input& b) {
   const int t = in.u8() % 8, k = in.u8() % 8, e = in.u8() % 8, d = in.u8() % 8;
   p.tokens = t < 5 ? b.n : t == 5 ? b.n + 1 : t == 6 ? b.n - 1 : odd_tokens[in.u8() % 4];
   p.top_k = k < 5 ? in.in(1, std::min(b.experts, 32)) : k == 5 ? odd_k[in.u8() % 4] : in.in(1, 32);
-  p.experts = e < 5 ? b.experts : e == 5 ? b.experts - in.in(1, b.experts) : e == 6 ? b.experts + in.in(1, 8) : odd_experts[in.u8() % 3];
-  p.devices = d < 5 ? b.devices : d == 5 ? std::max(0, b.devices - 1) : d == 6 ? b.devices + 2 : odd_devices[in.u8() % 3];
+  p.experts = e < 5    ? b.experts
+              : e == 5 ? b.experts - in.in(1, b.experts)
+              : e == 6 ? b.experts + in.in(1, 8)
+                       : odd_experts[in.u8() % 3];
+  p.devices = d < 5    ? b.devices
+              : d == 5 ? std::max(0, b.devices - 1)
+              : d == 6 ? b.devices + 2
+                       : odd_devices[in.u8() % 3];
   const int pad = in.u8() % 3;
   p.pad = {pad == 2 ? mr::padding_kind::repeat : mr::padding_kind::sentinel, pad == 1 ? b.experts : -1};
   return p;
@@ -124,15 +135,24 @@ std::string policy_text(fuzz::byte_stream& in, int plan_k) {
   const std::string K = std::to_string(k), k0 = std::to_string(in.in(1, k));
   const std::string a = std::to_string(in.in(0, 8)), b = std::to_string(in.in(0, 4));
   switch (in.u8() % 9) {
-    case 0: return "topk(k=" + K + ")";
-    case 1: return "oea(k0=" + k0 + ",k=" + K + ")";
-    case 2: return "xshare(k0=" + k0 + ",m=" + a + ",k=" + K + ")";
-    case 3: return "xshare_ep(k0=" + k0 + ",m_g=" + b + ",k=" + K + ")";
-    case 4: return "lynx_lat(d=" + a + ",k=" + K + ")";
-    case 5: return "skip(beta=0." + a + ",k=" + K + ")";
-    case 6: return "prune(k0=" + k0 + ") | refine(k=" + K + ")";
-    case 7: return "per_request(k0=" + k0 + ",m_r=" + b + ") | ep_fill(m_g=" + a + ") | refine(k=" + K + ")";
-    default: return "topk_union(k=" + k0 + ") | vote_drop(d=" + b + ") | refine(k=" + K + ")";
+    case 0:
+      return "topk(k=" + K + ")";
+    case 1:
+      return "oea(k0=" + k0 + ",k=" + K + ")";
+    case 2:
+      return "xshare(k0=" + k0 + ",m=" + a + ",k=" + K + ")";
+    case 3:
+      return "xshare_ep(k0=" + k0 + ",m_g=" + b + ",k=" + K + ")";
+    case 4:
+      return "lynx_lat(d=" + a + ",k=" + K + ")";
+    case 5:
+      return "skip(beta=0." + a + ",k=" + K + ")";
+    case 6:
+      return "prune(k0=" + k0 + ") | refine(k=" + K + ")";
+    case 7:
+      return "per_request(k0=" + k0 + ",m_r=" + b + ") | ep_fill(m_g=" + a + ") | refine(k=" + K + ")";
+    default:
+      return "topk_union(k=" + k0 + ") | vote_drop(d=" + b + ") | refine(k=" + K + ")";
   }
 }
 
@@ -154,16 +174,20 @@ outcome guarded(const char* way, Route route) {
 
 /// The plan's rows when `s` is ok, else the refusal.
 outcome taken(const mr::status& s, const mr::routing_plan& plan) {
-  return s.ok() ? outcome{true, "", plan.ids(), plan.counts(), plan.weights()} : outcome{false, mr::to_string(s), {}, {}, {}};
+  return s.ok() ? outcome{true, "", plan.ids(), plan.counts(), plan.weights()}
+                : outcome{false, mr::to_string(s), {}, {}, {}};
 }
 
 void expect_same(const outcome& want, const outcome& got, const std::string& way) {
-  if (want.ok != got.ok) failure(way + (got.ok ? " routed what a well-formed call refuses" : " refused: " + got.message));
+  if (want.ok != got.ok)
+    failure(way + (got.ok ? " routed what a well-formed call refuses" : " refused: " + got.message));
   if (!got.ok) return;
   // Bit for bit: every way runs the same code on the same data.
-  const bool same_weights = std::equal(want.weights.begin(), want.weights.end(), got.weights.begin(), got.weights.end(),
-                                       [](float x, float y) { return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y); });
-  if (want.ids != got.ids || want.counts != got.counts || !same_weights) failure(way + ": plan differs from the well-formed call's");
+  const bool same_weights =
+      std::equal(want.weights.begin(), want.weights.end(), got.weights.begin(), got.weights.end(),
+                 [](float x, float y) { return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y); });
+  if (want.ids != got.ids || want.counts != got.counts || !same_weights)
+    failure(way + ": plan differs from the well-formed call's");
 }
 
 /// The well-formed call: a plan and a workspace of exactly the batch's shape.
@@ -192,8 +216,8 @@ bool mentions(const std::string& message, const char* name) { return message.fin
 /// A plan_view whose expert and device buffers are exactly as long as it declares (and
 /// non-null even when empty), so that a write past a declared length is a heap overflow
 /// ASan reports.
-void check_hand_built(fuzz::byte_stream& in, const mr::runtime_policy& policy, const batch_input& b, const plan_shape& p,
-                      const outcome& want) {
+void check_hand_built(fuzz::byte_stream& in, const mr::runtime_policy& policy, const batch_input& b,
+                      const plan_shape& p, const outcome& want) {
   const auto rows = static_cast<std::size_t>(b.n), width = rows * static_cast<std::size_t>(p.top_k);
   std::vector<std::int32_t> ids(width), counts(rows), guaranteed(rows);
   std::vector<float> weights(width);
@@ -203,8 +227,8 @@ void check_hand_built(fuzz::byte_stream& in, const mr::runtime_policy& policy, c
   std::unique_ptr<std::int32_t[]> expert_tokens(e == 0 ? nullptr : new std::int32_t[static_cast<std::size_t>(experts)]);
   std::unique_ptr<std::int32_t[]> device_loads(d == 0 ? nullptr : new std::int32_t[static_cast<std::size_t>(devices)]);
   mr::plan_summary summary;
-  mr::plan_view view{ids.data(), weights.data(), counts.data(), &summary, b.n, p.top_k, p.pad, expert_tokens.get(),
-                     device_loads.get(), guaranteed.data()};
+  mr::plan_view view{ids.data(), weights.data(), counts.data(),       &summary,           b.n,
+                     p.top_k,    p.pad,          expert_tokens.get(), device_loads.get(), guaranteed.data()};
   view.experts = experts;
   view.devices = devices;
   mr::cpu::workspace ws({b.n, b.experts, p.top_k});
@@ -220,7 +244,8 @@ void check_hand_built(fuzz::byte_stream& in, const mr::runtime_policy& policy, c
     return;
   }
   if (got.ok) failure("a plan_view shorter than the batch was accepted");
-  if (!(short_experts && mentions(got.message, "plan.experts")) && !(short_devices && mentions(got.message, "plan.devices"))) {
+  if (!(short_experts && mentions(got.message, "plan.experts")) &&
+      !(short_devices && mentions(got.message, "plan.devices"))) {
     failure("a short plan_view was refused without naming the short buffer: " + got.message);
   }
 }
@@ -272,7 +297,8 @@ void check_agreement(const three_ways& r, const outcome& want, bool usable_works
       {"explicit workspace", &r.explicit_ws}, {"thread-local workspace", &r.thread_local_ws}, {"router", &r.routed}};
   for (const auto& [way, got] : ways) {
     if (got == &r.explicit_ws && !usable_workspace) continue;
-    if (got->ok != first.ok) failure(std::string(way) + " disagrees with another way: " + (got->ok ? first.message : got->message));
+    if (got->ok != first.ok)
+      failure(std::string(way) + " disagrees with another way: " + (got->ok ? first.message : got->message));
     if (got->ok) expect_same(want, *got, way);
   }
   if (want.ok && plan_fits && !first.ok) failure("a plan that fits was refused: " + first.message);
@@ -286,7 +312,8 @@ void check_router_reuse(fuzz::byte_stream& in, policy_router& router, const mr::
     const batch_input next = decode_batch(in);
     const outcome again = router_owned(router, next, p), fresh = reference(policy, next, p);
     const bool within = next.n <= first.n && next.experts <= first.experts;  // the router's workspace serves it
-    if (within || again.ok) expect_same(fresh, again, "router reused for n=" + std::to_string(next.n) + " E=" + std::to_string(next.experts));
+    if (within || again.ok)
+      expect_same(fresh, again, "router reused for n=" + std::to_string(next.n) + " E=" + std::to_string(next.experts));
   }
 }
 

@@ -21,7 +21,6 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
       std::fprintf(stderr, "npy_fuzzer: round trip changed the array\n");
       std::abort();
     }
-  } catch (const npy::npy_error&) {
-  }
+  } catch (const npy::npy_error&) {}
   return 0;
 }

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   const mr::parse_result result = mr::parse_policy(text);
   if (!result.outcome.ok()) {
     if (mr::describe(result, text).empty()) std::abort();
-    if (result.outcome.code == mr::errc::syntax_error && (result.column < 1 || static_cast<std::size_t>(result.column) > size + 1)) {
+    if (result.outcome.code == mr::errc::syntax_error &&
+        (result.column < 1 || static_cast<std::size_t>(result.column) > size + 1)) {
       std::fprintf(stderr, "policy_fuzzer: syntax error column %d outside the text\n", result.column);
       std::abort();
     }

@@ -29,20 +29,37 @@ std::string policy_text(fuzz::byte_stream& in, int k, int experts) {
   auto fraction = [&]() { return std::to_string(static_cast<float>(in.in(-10, 110)) / 100.0f); };
   const std::string K = std::to_string(k), k0 = small(0, k + 1), E = std::to_string(experts);
   switch (in.u8() % 14) {
-    case 0: return "topk(k=" + K + ")";
-    case 1: return "oea(k0=" + k0 + ",k=" + K + ")";
-    case 2: return "oea(k0=" + k0 + ",top_p=" + fraction() + ",max_rank=" + small(0, experts + 2) + ",k=" + K + ")";
-    case 3: return "pruned(k0=" + k0 + ",k=" + K + ")";
-    case 4: return "xshare(k0=" + k0 + ",m=" + small(-1, 40) + ",k=" + K + (in.flag() ? ",gate=dense" : "") + ")";
-    case 5: return "xshare_spec(k0=" + k0 + ",m=" + small(0, 8) + ",m_r=" + small(-1, 8) + ",k=" + K + ")";
-    case 6: return "xshare_ep(k0=" + k0 + ",m_g=" + small(-1, 10) + ",k=" + K + ")";
-    case 7: return "lynx_lat(d=" + small(-1, experts + 2) + ",k=" + K + ")";
-    case 8: return "lynx_acc(conf=" + fraction() + ",budget=" + small(-1, experts) + ",k=" + K + ")";
-    case 9: return "skip(beta=" + fraction() + ",k=" + K + (in.flag() ? ",weights=raw,scale=2.5" : "") + ")";
-    case 10: return "prune(k0=" + k0 + ") | greedy_mass(mass=" + fraction() + ") | refine(k=" + K + ",max_rank=" + small(1, experts) + ")";
-    case 11: return "topk_union(k=" + small(0, k) + ") | vote_drop(d=" + small(0, 8) + ") | refine(k=" + small(0, k) + ")";
-    case 12: return "per_request(k0=" + k0 + ",m_r=" + small(0, 4) + ") | ep_fill(m_g=" + small(0, 6) + ") | refine(k=" + K + ")";
-    default: return "confidence_keep(conf=" + fraction() + ",budget=" + small(0, 12) + ") | greedy_mass(size=" + small(0, experts) + ",gate=dense) | refine(k=" + K + ")";
+    case 0:
+      return "topk(k=" + K + ")";
+    case 1:
+      return "oea(k0=" + k0 + ",k=" + K + ")";
+    case 2:
+      return "oea(k0=" + k0 + ",top_p=" + fraction() + ",max_rank=" + small(0, experts + 2) + ",k=" + K + ")";
+    case 3:
+      return "pruned(k0=" + k0 + ",k=" + K + ")";
+    case 4:
+      return "xshare(k0=" + k0 + ",m=" + small(-1, 40) + ",k=" + K + (in.flag() ? ",gate=dense" : "") + ")";
+    case 5:
+      return "xshare_spec(k0=" + k0 + ",m=" + small(0, 8) + ",m_r=" + small(-1, 8) + ",k=" + K + ")";
+    case 6:
+      return "xshare_ep(k0=" + k0 + ",m_g=" + small(-1, 10) + ",k=" + K + ")";
+    case 7:
+      return "lynx_lat(d=" + small(-1, experts + 2) + ",k=" + K + ")";
+    case 8:
+      return "lynx_acc(conf=" + fraction() + ",budget=" + small(-1, experts) + ",k=" + K + ")";
+    case 9:
+      return "skip(beta=" + fraction() + ",k=" + K + (in.flag() ? ",weights=raw,scale=2.5" : "") + ")";
+    case 10:
+      return "prune(k0=" + k0 + ") | greedy_mass(mass=" + fraction() + ") | refine(k=" + K +
+             ",max_rank=" + small(1, experts) + ")";
+    case 11:
+      return "topk_union(k=" + small(0, k) + ") | vote_drop(d=" + small(0, 8) + ") | refine(k=" + small(0, k) + ")";
+    case 12:
+      return "per_request(k0=" + k0 + ",m_r=" + small(0, 4) + ") | ep_fill(m_g=" + small(0, 6) + ") | refine(k=" + K +
+             ")";
+    default:
+      return "confidence_keep(conf=" + fraction() + ",budget=" + small(0, 12) +
+             ") | greedy_mass(size=" + small(0, experts) + ",gate=dense) | refine(k=" + K + ")";
   }
 }
 
@@ -110,9 +127,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   mr::cpu::workspace ws({p.ref.n, p.ref.E, p.top_k});
   mr::status s;
   switch (p.type) {
-    case test::element::f32: s = mr::cpu::route(parsed.policy, p.batch<float>(), plan.view(), ws); break;
-    case test::element::f16: s = mr::cpu::route(parsed.policy, p.batch<mr::float16>(), plan.view(), ws); break;
-    case test::element::bf16: s = mr::cpu::route(parsed.policy, p.batch<mr::bfloat16>(), plan.view(), ws); break;
+    case test::element::f32:
+      s = mr::cpu::route(parsed.policy, p.batch<float>(), plan.view(), ws);
+      break;
+    case test::element::f16:
+      s = mr::cpu::route(parsed.policy, p.batch<mr::float16>(), plan.view(), ws);
+      break;
+    case test::element::bf16:
+      s = mr::cpu::route(parsed.policy, p.batch<mr::bfloat16>(), plan.view(), ws);
+      break;
   }
   if (!s.ok()) {
     if (mr::to_string(s).empty()) failure("a refusal without a message", text);
@@ -129,13 +152,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const int e = plan.id(i, j);
       if (e != want.ids[static_cast<std::size_t>(i) * p.top_k + j]) failure("id differs from the naive router", text);
       if (e < 0 || e >= p.ref.E || !plan.summary().selected.contains(e)) failure("id outside S", text);
-      for (int q = 0; q < j; ++q) if (plan.id(i, q) == e) failure("repeated id", text);
+      for (int q = 0; q < j; ++q)
+        if (plan.id(i, q) == e) failure("repeated id", text);
       const float w = plan.weight(i, j);
       if (!std::isfinite(w) || w < 0.0f) failure("NaN, infinite or negative weight", text);
-      if (!test::close(w, want.weights[static_cast<std::size_t>(i) * p.top_k + j])) failure("weight differs from the naive router", text);
+      if (!test::close(w, want.weights[static_cast<std::size_t>(i) * p.top_k + j]))
+        failure("weight differs from the naive router", text);
       sum += w;
     }
-    for (int j = plan.count(i); j < p.top_k; ++j) if (plan.weight(i, j) != 0.0f) failure("padding with weight", text);
+    for (int j = plan.count(i); j < p.top_k; ++j)
+      if (plan.weight(i, j) != 0.0f) failure("padding with weight", text);
     if (plan.count(i) > 0 && parsed.policy.assignment.weights == mr::weighting::renormalize &&
         std::fabs(sum - parsed.policy.assignment.scale) > 1e-5f * parsed.policy.assignment.scale) {
       failure("renormalised row does not sum to scale", text);

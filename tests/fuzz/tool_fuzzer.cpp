@@ -34,22 +34,80 @@ namespace fs = std::filesystem;
 namespace mr = moe_routing;
 
 // The tables below are read by index from the input; the seed corpus depends on their order.
-constexpr const char* route_options[] = {"scores", "trace", "layer", "step", "policy", "scoring", "bias",
-                                         "groups", "group-score", "mask", "segments", "placement", "phase",
-                                         "padding", "sentinel", "scale", "top-k", "ids", "weights", "counts", "help"};
-constexpr const char* gen_options[] = {"preset", "experts", "top-k", "layers", "tokens", "steps",
-                                       "requests", "seed", "half", "out", "help"};
+constexpr const char* route_options[] = {"scores",  "trace",   "layer",       "step",  "policy",   "scoring",
+                                         "bias",    "groups",  "group-score", "mask",  "segments", "placement",
+                                         "phase",   "padding", "sentinel",    "scale", "top-k",    "ids",
+                                         "weights", "counts",  "help"};
+constexpr const char* gen_options[] = {"preset",   "experts", "top-k", "layers", "tokens", "steps",
+                                       "requests", "seed",    "half",  "out",    "help"};
 constexpr const char* replay_options[] = {"trace", "policy", "t-fetch", "t-token", "json", "csv", "help"};
 constexpr const char* sweep_options[] = {"trace", "grid", "csv", "svg", "t-fetch", "t-token", "help"};
 constexpr const char* other_commands[] = {"help", "--help", "-h", "", "bogus"};
-constexpr const char* dictionary[] = {
-    "s.npy", "h.npy", "b.npy", "m.npy", "o.npy", "p.npy", "t", "d", "f.npy", "i.npy", "w.npy", "c.npy", "x.csv",
-    "x.svg", "newtrace", "missing.npy", "-h", "--help", "", "-1", "0", "1", "2", "3", "4", "8", "16", "1024",
-    "16385", "4294967298", "9223372036854775808", "2junk", "nan", "inf", "-inf", "1e999", "0x10", " 3", "0.5",
-    "oea(k0=2,k=4)", "topk(k=4)", "xshare(k0=1,m=4,k=4)", "prune(k0=2) | refine(k=4)", "oea(k0=1..4,k=4)",
-    "skip(beta=0.1..0.9:0.1,k=4)", "topk(k=33)", "oea(k0=5,k=4)", "xshare_ep(k0=1,m_g=1,k=4)", "4:2", "4:2junk",
-    "0:0", "3:1", "softmax", "sigmoid", "sqrtsoftplus", "probabilities", "max", "top2_sum", "decode", "prefill",
-    "sentinel", "repeat", "uniform", "qwen3-30b-a3b", "deepseek-r1"};
+constexpr const char* dictionary[] = {"s.npy",
+                                      "h.npy",
+                                      "b.npy",
+                                      "m.npy",
+                                      "o.npy",
+                                      "p.npy",
+                                      "t",
+                                      "d",
+                                      "f.npy",
+                                      "i.npy",
+                                      "w.npy",
+                                      "c.npy",
+                                      "x.csv",
+                                      "x.svg",
+                                      "newtrace",
+                                      "missing.npy",
+                                      "-h",
+                                      "--help",
+                                      "",
+                                      "-1",
+                                      "0",
+                                      "1",
+                                      "2",
+                                      "3",
+                                      "4",
+                                      "8",
+                                      "16",
+                                      "1024",
+                                      "16385",
+                                      "4294967298",
+                                      "9223372036854775808",
+                                      "2junk",
+                                      "nan",
+                                      "inf",
+                                      "-inf",
+                                      "1e999",
+                                      "0x10",
+                                      " 3",
+                                      "0.5",
+                                      "oea(k0=2,k=4)",
+                                      "topk(k=4)",
+                                      "xshare(k0=1,m=4,k=4)",
+                                      "prune(k0=2) | refine(k=4)",
+                                      "oea(k0=1..4,k=4)",
+                                      "skip(beta=0.1..0.9:0.1,k=4)",
+                                      "topk(k=33)",
+                                      "oea(k0=5,k=4)",
+                                      "xshare_ep(k0=1,m_g=1,k=4)",
+                                      "4:2",
+                                      "4:2junk",
+                                      "0:0",
+                                      "3:1",
+                                      "softmax",
+                                      "sigmoid",
+                                      "sqrtsoftplus",
+                                      "probabilities",
+                                      "max",
+                                      "top2_sum",
+                                      "decode",
+                                      "prefill",
+                                      "sentinel",
+                                      "repeat",
+                                      "uniform",
+                                      "qwen3-30b-a3b",
+                                      "deepseek-r1"};
 // What the reset puts in the sandbox; anything else was made by the tool.
 const std::set<std::string> fixed_entries = {"s.npy", "h.npy", "b.npy", "m.npy", "o.npy", "p.npy", "t", "d", "f.npy"};
 
@@ -96,20 +154,24 @@ std::string option_word(const std::string& command, fuzz::byte_stream& in) {
 std::vector<std::string> decode_words(fuzz::byte_stream& in) {
   const int choice = in.u8() % 16;
   if (choice == 13) return {};
-  const std::string command = choice < 4    ? "route"
-                              : choice < 7  ? "gen"
-                              : choice < 10 ? "replay"
-                              : choice < 13 ? "sweep"
+  const std::string command = choice < 4     ? "route"
+                              : choice < 7   ? "gen"
+                              : choice < 10  ? "replay"
+                              : choice < 13  ? "sweep"
                               : choice == 14 ? pick(other_commands, in)
                                              : raw_word(in);
   std::vector<std::string> words = {command};
   const int count = in.u8() % 32;
   for (int i = 0; i < count; ++i) {
     const int kind = in.u8() % 16;
-    if (kind < 7) words.push_back(option_word(command, in));
-    else if (kind < 14) words.push_back(pick(dictionary, in));
-    else if (kind == 14) words.push_back(raw_word(in));
-    else words.push_back("--" + raw_word(in));  // an option name the tool may not know
+    if (kind < 7)
+      words.push_back(option_word(command, in));
+    else if (kind < 14)
+      words.push_back(pick(dictionary, in));
+    else if (kind == 14)
+      words.push_back(raw_word(in));
+    else
+      words.push_back("--" + raw_word(in));  // an option name the tool may not know
   }
   return words;
 }
@@ -193,8 +255,10 @@ std::string quoted(const std::vector<std::string>& words) {
   for (const auto& word : words) {
     line += " '";
     for (const char c : word) {
-      if (c >= 0x20 && c < 0x7f) line += c;
-      else line += "\\x" + std::string(1, "0123456789abcdef"[(c >> 4) & 15]) + "0123456789abcdef"[c & 15];
+      if (c >= 0x20 && c < 0x7f)
+        line += c;
+      else
+        line += "\\x" + std::string(1, "0123456789abcdef"[(c >> 4) & 15]) + "0123456789abcdef"[c & 15];
     }
     line += "'";
   }

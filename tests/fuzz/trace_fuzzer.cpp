@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include <moe_routing/cpu/trace_replay.hpp>
 #include <moe_routing/io/npy.hpp>
 #include <moe_routing/io/trace.hpp>
 #include <moe_routing/moe_routing.hpp>
 
 #include "fuzz_input.hpp"
+#include "trace_replay.hpp"  // tools/moe-route
 
 namespace {
 
@@ -38,8 +38,8 @@ struct declared {
 };
 
 // Extents past every limit, ones that wrap when cast to int, products that wrap in size_t.
-constexpr long long odd_extents[] = {0, 1, 2, 3, 16, 64, 1024, 1025, 16384, 16385, 65536,
-                                     1LL << 31, 1LL << 32, (1LL << 32) + 1, 1LL << 40};
+constexpr long long odd_extents[] = {
+    0, 1, 2, 3, 16, 64, 1024, 1025, 16384, 16385, 65536, 1LL << 31, 1LL << 32, (1LL << 32) + 1, 1LL << 40};
 // No layer count in the thousands: with zero tokens such a trace loads, and replays slowly.
 constexpr long long odd_layers[] = {0, 1, 2, 3, 1LL << 31, 1LL << 32, (1LL << 32) + 1, 1LL << 40};
 constexpr long long odd_offsets[] = {-1, 0, 1, 2, 16384, 16385, 1LL << 31, 1LL << 40};
@@ -48,7 +48,7 @@ constexpr long long small_experts[] = {1, 2, 3, 4, 8, 16, 32, 64};
 constexpr const char* odd_numbers[] = {"4.9", "1e9", "-3", "\"4\"", "0", "2147483648", "true", "\"\"", "33", "1024"};
 constexpr const char* scorings[] = {"softmax", "sigmoid", "sqrtsoftplus", "probabilities", "bogus"};
 constexpr npy::dtype score_types[] = {npy::dtype::float32, npy::dtype::float32, npy::dtype::float16,
-                                      npy::dtype::float16, npy::dtype::int32, npy::dtype::boolean};
+                                      npy::dtype::float16, npy::dtype::int32,   npy::dtype::boolean};
 constexpr long long max_elements = 4096;  // what we write, so one exec stays fast; headers may claim more
 
 template <class T, std::size_t N>
@@ -81,10 +81,14 @@ void write_array(const char* name, npy::dtype type, const std::vector<std::size_
     const float value = static_cast<float>((i * 37 + seed) % 23) / 7.0f - 1.5f;
     const mr::float16 half = mr::to_float16(value);
     const auto integer = static_cast<std::int32_t>(i);
-    if (type == npy::dtype::float32) std::memcpy(&bytes[i * width], &value, width);
-    else if (type == npy::dtype::float16) std::memcpy(&bytes[i * width], &half, width);
-    else if (type == npy::dtype::int32) std::memcpy(&bytes[i * width], &integer, width);
-    else bytes[i] = static_cast<unsigned char>(i & 1);
+    if (type == npy::dtype::float32)
+      std::memcpy(&bytes[i * width], &value, width);
+    else if (type == npy::dtype::float16)
+      std::memcpy(&bytes[i * width], &half, width);
+    else if (type == npy::dtype::int32)
+      std::memcpy(&bytes[i * width], &integer, width);
+    else
+      bytes[i] = static_cast<unsigned char>(i & 1);
   }
   npy::write((trace_dir / name).string(), type, shape, bytes.data());
 }
@@ -121,11 +125,14 @@ declared write_scores(fuzz::byte_stream& in) {
   d.tokens = std::min<long long>(in.in(0, 40), max_elements / (d.layers * d.experts));
   const npy::dtype type = pick(score_types, in);
   const std::uint8_t seed = in.u8();
-  const auto L = static_cast<std::size_t>(d.layers), T = static_cast<std::size_t>(d.tokens), E = static_cast<std::size_t>(d.experts);
+  const auto L = static_cast<std::size_t>(d.layers), T = static_cast<std::size_t>(d.tokens),
+             E = static_cast<std::size_t>(d.experts);
   const int layout = in.u8() % 8;
   if (layout < 4) write_array("scores.npy", type, {L, T, E}, seed);
   if (layout == 4) write_layer_files(in, d, type, seed);
-  if (layout == 5) write_array("scores.npy", type, in.flag() ? std::vector<std::size_t>{T, E} : std::vector<std::size_t>{L, T, E, 1}, seed);
+  if (layout == 5)
+    write_array("scores.npy", type, in.flag() ? std::vector<std::size_t>{T, E} : std::vector<std::size_t>{L, T, E, 1},
+                seed);
   if (layout == 6) {
     d = {pick(odd_layers, in), pick(odd_extents, in), pick(odd_extents, in)};
     write_declared("scores.npy", type, {d.layers, d.tokens, d.experts}, in);
@@ -139,8 +146,10 @@ void write_offsets(const char* name, const std::vector<long long>& values, bool 
   const std::vector<std::int64_t> v64(values.begin(), values.end());
   std::vector<std::int32_t> v32;
   for (const long long x : values) v32.push_back(static_cast<std::int32_t>(x));
-  if (wide) npy::write((trace_dir / name).string(), npy::dtype::int64, {v64.size()}, v64.data());
-  else npy::write((trace_dir / name).string(), npy::dtype::int32, {v32.size()}, v32.data());
+  if (wide)
+    npy::write((trace_dir / name).string(), npy::dtype::int64, {v64.size()}, v64.data());
+  else
+    npy::write((trace_dir / name).string(), npy::dtype::int32, {v32.size()}, v32.data());
 }
 
 /// 0, step, 2 step, ..., tokens: at most 17 offsets whatever the token count.
@@ -186,7 +195,9 @@ void write_segments(fuzz::byte_stream& in, const std::vector<long long>& steps, 
 void write_mask(fuzz::byte_stream& in, long long tokens) {
   const int mode = in.u8() % 4;  // none, bool, uint8, or a wrong length (and maybe dtype)
   if (mode == 0 || tokens > max_elements) return;
-  const npy::dtype type = mode == 2 ? npy::dtype::uint8 : mode == 3 && in.flag() ? npy::dtype::int32 : npy::dtype::boolean;
+  const npy::dtype type = mode == 2                ? npy::dtype::uint8
+                          : mode == 3 && in.flag() ? npy::dtype::int32
+                                                   : npy::dtype::boolean;
   write_array("mask.npy", type, {static_cast<std::size_t>(tokens) + (mode == 3 ? 1 : 0)}, 0);
 }
 
@@ -239,11 +250,13 @@ void write_metadata(fuzz::byte_stream& in, const declared& d) {
 /// A trace that loaded must route: its shape within the library's limits, its offsets,
 /// segments, mask and placement consistent with its scores.
 void check_replays(const mr::io::trace& t) {
-  const std::size_t cells = static_cast<std::size_t>(t.layers) * static_cast<std::size_t>(t.tokens) * static_cast<std::size_t>(t.experts);
-  if ((t.half ? t.scores_f16.size() : t.scores_f32.size()) != cells) failure("the loaded scores do not hold layers x tokens x experts");
+  const std::size_t cells =
+      static_cast<std::size_t>(t.layers) * static_cast<std::size_t>(t.tokens) * static_cast<std::size_t>(t.experts);
+  if ((t.half ? t.scores_f16.size() : t.scores_f32.size()) != cells)
+    failure("the loaded scores do not hold layers x tokens x experts");
   try {
-    (void)mr::cpu::replay_trace(t, mr::to_runtime_policy(mr::presets::vanilla(t.top_k)), "vanilla");
-    (void)mr::cpu::replay_trace(t, mr::parse_policy_or_throw("oea(k0=1,k=" + std::to_string(t.top_k) + ")"), "oea");
+    (void)moe_route::replay_trace(t, mr::to_runtime_policy(mr::presets::vanilla(t.top_k)), "vanilla");
+    (void)moe_route::replay_trace(t, mr::parse_policy_or_throw("oea(k0=1,k=" + std::to_string(t.top_k) + ")"), "oea");
   } catch (const std::exception& error) {
     failure(std::string("a loaded trace does not replay: ") + error.what());
   }

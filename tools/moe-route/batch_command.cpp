@@ -1,13 +1,17 @@
 // `moe-route batch`: forms batches from a trace's requests with each method and reports the
 // expert loads they cause, against random batches of the same requests.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <moe_routing/batching/expert_parallel_batches.hpp>
 #include <moe_routing/batching/form_batches.hpp>
+#include <moe_routing/batching/online_admission.hpp>
 #include <moe_routing/cpu.hpp>
 
 #include "command_line.hpp"
@@ -22,15 +26,21 @@ namespace mb = moe_routing::batching;
 namespace mr = moe_routing;
 
 constexpr const char* batch_help =
-    "usage: moe-route batch --trace DIR --batch-size B [--method NAME ...] [--seed S] [--json | --csv]\n"
+    "usage: moe-route batch --trace DIR --batch-size B [--method NAME ...] [--seed S] [--max-wait W]\n"
+    "                       [--devices G] [--json | --csv]\n"
     "\n"
     "Takes every request of the trace (each step's request segments; one request per token\n"
     "without segments), gives it the experts its tokens' vanilla top-k chose at each layer,\n"
     "and forms batches of at most B requests with each method: fifo (arrival order), random\n"
-    "(seeded), lsh (MinHash buckets, then greedy within them) and oracle (greedy over all,\n"
-    "O(N^2 / B)). Reports each method's expert loads (distinct experts per batch, summed over\n"
-    "layers and batches), the saving against random batches, and the time it took.\n"
-    "Default methods: fifo random lsh oracle.\n";
+    "(seeded), lsh (MinHash buckets, then greedy within them), online (continuous batching: B\n"
+    "requests arrive per step and one batch leaves, fewest new experts first, no request waiting\n"
+    "more than W steps; default 4), oracle (greedy over all, O(N^2 / B)) and ep-oracle (greedy\n"
+    "on the busiest device's load). Reports each method's expert loads (distinct experts per\n"
+    "batch, summed over layers and batches), the saving against random batches, and the time it\n"
+    "took. With a placement (the trace's placement.npy, or --devices G: G blocks of E / G\n"
+    "consecutive experts) it also reports the busiest device's loads (per layer, the most\n"
+    "distinct experts on one device, summed), the cost of expert parallelism.\n"
+    "Default methods: fifo random lsh online oracle, and ep-oracle with a placement.\n";
 
 /// The trace's requests and the experts vanilla top-k gave their tokens, per layer.
 mb::request_signatures signatures_of(const mr::io::trace& trace) {
@@ -50,14 +60,16 @@ mb::request_signatures signatures_of(const mr::io::trace& trace) {
         mr::throw_if_failed(mr::cpu::route(vanilla, batch, plan.view()));
         for (int r = 0; r < batch.request_count; ++r) {
           for (int token = batch.request_begin(r); token < batch.request_end(r); ++token) {
-            signatures.add_row(first_request + r, layer, plan.ids().data() + static_cast<std::size_t>(token) * trace.top_k,
-                               plan.count(token));
+            const std::int32_t* ids = plan.ids().data() + static_cast<std::size_t>(token) * trace.top_k;
+            signatures.add_row(first_request + r, layer, ids, plan.count(token));
           }
         }
         first_request += batch.request_count;
       };
-      if (trace.half) record(trace.batch<mr::float16>(layer, s, segments));
-      else record(trace.batch<float>(layer, s, segments));
+      if (trace.half)
+        record(trace.batch<mr::float16>(layer, s, segments));
+      else
+        record(trace.batch<float>(layer, s, segments));
     }
   }
   return signatures;
@@ -66,74 +78,145 @@ mb::request_signatures signatures_of(const mr::io::trace& trace) {
 struct method_result {
   std::string method;
   long long loads = 0;
+  long long busiest = 0;  ///< busiest-device loads, with a placement
   int batches = 0;
   double milliseconds = 0;
 };
 
-method_result form_with(const std::string& method, const mb::request_signatures& signatures, int batch_size,
-                        std::uint64_t seed) {
-  const auto start = std::chrono::steady_clock::now();
-  mb::batch_list batches;
-  if (method == "fifo") batches = mb::fifo_batches(signatures.requests(), batch_size);
-  else if (method == "random") batches = mb::random_batches(signatures.requests(), batch_size, seed);
-  else if (method == "lsh") batches = mb::minhash_batches(signatures, batch_size, {.seed = seed});
-  else batches = mb::greedy_batches(signatures, batch_size);
-  const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return {method, mb::expert_loads(signatures, batches), static_cast<int>(batches.size()), elapsed};
+/// What every method is given: the requests, the batch size and each method's knobs.
+struct forming_inputs {
+  const mb::request_signatures& signatures;
+  int batch_size = 0;
+  std::uint64_t seed = 1;
+  int max_wait = 4;
+  const mb::device_masks* masks = nullptr;  ///< with a placement
+};
+
+mb::batch_list batches_of(const std::string& method, const forming_inputs& in) {
+  const int requests = in.signatures.requests();
+  if (method == "fifo") return mb::fifo_batches(requests, in.batch_size);
+  if (method == "random") return mb::random_batches(requests, in.batch_size, in.seed);
+  if (method == "lsh") return mb::minhash_batches(in.signatures, in.batch_size, {.seed = in.seed});
+  if (method == "online") return mb::online_batches(in.signatures, in.batch_size, in.max_wait);
+  if (method == "ep-oracle") return mb::greedy_ep_batches(in.signatures, *in.masks, in.batch_size);
+  return mb::greedy_batches(in.signatures, in.batch_size);
 }
 
-void print_results(const arguments& args, const std::string& dir, int requests, int batch_size, long long random_loads,
-                   const std::vector<method_result>& results) {
-  auto saving = [&](const method_result& r) { return random_loads > 0 ? 1.0 - static_cast<double>(r.loads) / static_cast<double>(random_loads) : 0.0; };
-  if (args.has("json")) {
-    std::printf("{\"trace\": \"%s\", \"requests\": %d, \"batch_size\": %d, \"methods\": [", json_escape(dir).c_str(), requests,
-                batch_size);
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      std::printf("%s{\"method\": \"%s\", \"batches\": %d, \"expert_loads\": %lld, \"saving_vs_random\": %.6g, \"ms\": %.3f}",
-                  i ? ", " : "", results[i].method.c_str(), results[i].batches, results[i].loads, saving(results[i]),
-                  results[i].milliseconds);
+method_result form_with(const std::string& method, const forming_inputs& in) {
+  const auto start = std::chrono::steady_clock::now();
+  const mb::batch_list batches = batches_of(method, in);
+  const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const long long busiest = in.masks != nullptr ? mb::busiest_device_loads(in.signatures, *in.masks, batches) : 0;
+  return {method, mb::expert_loads(in.signatures, batches), busiest, static_cast<int>(batches.size()), elapsed};
+}
+
+/// 1 - loads / random's, 0 when random loads nothing.
+double saving_of(long long loads, long long random_loads) {
+  return random_loads > 0 ? 1.0 - static_cast<double>(loads) / static_cast<double>(random_loads) : 0.0;
+}
+
+void print_json(const std::string& dir, int requests, int batch_size, const method_result& random, bool placed,
+                const std::vector<method_result>& results) {
+  std::printf("{\"trace\": \"%s\", \"requests\": %d, \"batch_size\": %d, \"methods\": [", json_escape(dir).c_str(),
+              requests, batch_size);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const method_result& r = results[i];
+    std::printf("%s{\"method\": \"%s\", \"batches\": %d, \"expert_loads\": %lld, \"saving_vs_random\": %.6g, ",
+                i ? ", " : "", r.method.c_str(), r.batches, r.loads, saving_of(r.loads, random.loads));
+    if (placed) {
+      std::printf("\"busiest_device_loads\": %lld, \"busiest_saving_vs_random\": %.6g, ", r.busiest,
+                  saving_of(r.busiest, random.busiest));
     }
-    std::printf("]}\n");
-    return;
+    std::printf("\"ms\": %.3f}", r.milliseconds);
   }
-  if (args.has("csv")) {
-    std::printf("method,batches,expert_loads,saving_vs_random,ms\n");
-    for (const auto& r : results) std::printf("%s,%d,%lld,%.6g,%.3f\n", r.method.c_str(), r.batches, r.loads, saving(r), r.milliseconds);
-    return;
-  }
-  std::printf("%d requests of %s in batches of at most %d\n", requests, dir.c_str(), batch_size);
-  std::printf("  %-8s %8s %14s %18s %10s\n", "method", "batches", "expert loads", "saving vs random", "ms");
+  std::printf("]}\n");
+}
+
+void print_csv(const method_result& random, bool placed, const std::vector<method_result>& results) {
+  std::printf(placed ? "method,batches,expert_loads,saving_vs_random,busiest_device_loads,busiest_saving_vs_random,ms\n"
+                     : "method,batches,expert_loads,saving_vs_random,ms\n");
   for (const auto& r : results) {
-    std::printf("  %-8s %8d %14lld %17.1f%% %10.1f\n", r.method.c_str(), r.batches, r.loads, 100.0 * saving(r), r.milliseconds);
+    std::printf("%s,%d,%lld,%.6g,", r.method.c_str(), r.batches, r.loads, saving_of(r.loads, random.loads));
+    if (placed) std::printf("%lld,%.6g,", r.busiest, saving_of(r.busiest, random.busiest));
+    std::printf("%.3f\n", r.milliseconds);
   }
+}
+
+void print_table(const std::string& dir, int requests, int batch_size, const method_result& random, bool placed,
+                 const std::vector<method_result>& results) {
+  std::printf("%d requests of %s in batches of at most %d\n", requests, dir.c_str(), batch_size);
+  std::printf("  %-9s %8s %14s %18s", "method", "batches", "expert loads", "saving vs random");
+  if (placed) std::printf(" %15s %18s", "busiest device", "saving vs random");
+  std::printf(" %10s\n", "ms");
+  for (const auto& r : results) {
+    std::printf("  %-9s %8d %14lld %17.1f%%", r.method.c_str(), r.batches, r.loads,
+                100.0 * saving_of(r.loads, random.loads));
+    if (placed) std::printf(" %15lld %17.1f%%", r.busiest, 100.0 * saving_of(r.busiest, random.busiest));
+    std::printf(" %10.1f\n", r.milliseconds);
+  }
+}
+
+/// The trace's placement, or `--devices G` experts in G contiguous blocks; empty for neither.
+std::vector<std::int32_t> placement_of(const arguments& args, const mr::io::trace& trace, int& devices) {
+  devices = 0;
+  if (args.has("devices")) {
+    devices = static_cast<int>(args.integer("devices", 1, 1, trace.experts));
+    std::vector<std::int32_t> placement(static_cast<std::size_t>(trace.experts));
+    for (int e = 0; e < trace.experts; ++e) {
+      placement[static_cast<std::size_t>(e)] =
+          static_cast<std::int32_t>(static_cast<long long>(e) * devices / trace.experts);
+    }
+    return placement;
+  }
+  devices = trace.placement.empty() ? 0 : trace.devices;
+  return trace.placement;
 }
 
 }  // namespace
 
 int batch_command(const std::vector<std::string>& words) {
-  const arguments args(words, {"trace", "batch-size", "method", "seed"}, {"json", "csv"}, {"method"});
+  const arguments args(words, {"trace", "batch-size", "method", "seed", "max-wait", "devices"}, {"json", "csv"},
+                       {"method"});
   if (args.help()) {
     std::fputs(batch_help, stdout);
     return 0;
   }
   args.exclusive("json", "csv");
-  const int batch_size =
-      static_cast<int>(parse_integer(args.required("batch-size"), "--batch-size", 1, mb::request_signatures::max_requests));
+  const int batch_size = static_cast<int>(
+      parse_integer(args.required("batch-size"), "--batch-size", 1, mb::request_signatures::max_requests));
   const auto seed = static_cast<std::uint64_t>(args.integer("seed", 1, 0, std::numeric_limits<long long>::max()));
+  const int max_wait = static_cast<int>(args.integer("max-wait", 4, 0, 1 << 20));
   std::vector<std::string> methods = args.all("method");
-  if (methods.empty()) methods = {"fifo", "random", "lsh", "oracle"};
   for (const auto& m : methods) {
-    if (m != "fifo" && m != "random" && m != "lsh" && m != "oracle") {
-      throw usage_error("--method must be one of fifo, random, lsh, oracle, got '" + m + "'");
+    if (m != "fifo" && m != "random" && m != "lsh" && m != "online" && m != "oracle" && m != "ep-oracle") {
+      throw usage_error("--method must be one of fifo, random, lsh, online, oracle, ep-oracle, got '" + m + "'");
     }
   }
   const std::string dir = args.required("trace");
   const mr::io::trace trace = load_trace_or_fail(dir);
+  int devices = 0;
+  const std::vector<std::int32_t> placement = placement_of(args, trace, devices);
+  if (methods.empty()) {
+    methods = {"fifo", "random", "lsh", "online", "oracle"};
+    if (devices > 0) methods.push_back("ep-oracle");
+  }
+  if (devices == 0 && std::find(methods.begin(), methods.end(), "ep-oracle") != methods.end()) {
+    throw usage_error("--method ep-oracle needs a placement: a trace with placement.npy, or --devices G");
+  }
   const mb::request_signatures signatures = signatures_of(trace);
-  const long long random_loads = form_with("random", signatures, batch_size, seed).loads;
+  const std::optional<mb::device_masks> masks =
+      devices > 0 ? std::optional<mb::device_masks>(std::in_place, signatures, placement, devices) : std::nullopt;
+  const forming_inputs inputs{signatures, batch_size, seed, max_wait, masks ? &*masks : nullptr};
+  const method_result random = form_with("random", inputs);
   std::vector<method_result> results;
-  for (const auto& m : methods) results.push_back(form_with(m, signatures, batch_size, seed));
-  print_results(args, dir, signatures.requests(), batch_size, random_loads, results);
+  for (const auto& m : methods) results.push_back(form_with(m, inputs));
+  if (args.has("json")) {
+    print_json(dir, signatures.requests(), batch_size, random, devices > 0, results);
+  } else if (args.has("csv")) {
+    print_csv(random, devices > 0, results);
+  } else {
+    print_table(dir, signatures.requests(), batch_size, random, devices > 0, results);
+  }
   return 0;
 }
 

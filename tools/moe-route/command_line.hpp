@@ -99,8 +99,8 @@ class arguments {
   long long integer(const std::string& name, long long fallback, long long lo, long long hi) const {
     if (has(name)) return parse_integer(get(name, ""), "--" + name, lo, hi);
     if (fallback < lo || fallback > hi) {
-      throw usage_error("--" + name + " defaults to " + std::to_string(fallback) + " here, outside [" + std::to_string(lo) +
-                        ", " + std::to_string(hi) + "]; give --" + name);
+      throw usage_error("--" + name + " defaults to " + std::to_string(fallback) + " here, outside [" +
+                        std::to_string(lo) + ", " + std::to_string(hi) + "]; give --" + name);
     }
     return fallback;
   }

@@ -79,7 +79,8 @@ void save_trace_whole(const moe_routing::io::trace& trace, const std::string& ou
 
 /// The generator's configuration from the command line, every size checked before the
 /// trace is allocated.
-moe_routing::synthetic::generator_config read_config(const arguments& args, const moe_routing::synthetic::preset& preset) {
+moe_routing::synthetic::generator_config read_config(const arguments& args,
+                                                     const moe_routing::synthetic::preset& preset) {
   namespace mr = moe_routing;
   mr::synthetic::generator_config config = preset.config;
   config.experts = static_cast<int>(args.integer("experts", config.experts, 2, mr::max_experts));
@@ -97,8 +98,8 @@ moe_routing::synthetic::generator_config read_config(const arguments& args, cons
   }
   const long long scores = tokens * config.layers * config.experts;
   if (scores > max_trace_scores) {
-    throw usage_error("--layers x --tokens x --steps x --experts = " + std::to_string(scores) +
-                      " scores: at most " + std::to_string(max_trace_scores) + " (1 GiB of float32); generate it in parts");
+    throw usage_error("--layers x --tokens x --steps x --experts = " + std::to_string(scores) + " scores: at most " +
+                      std::to_string(max_trace_scores) + " (1 GiB of float32); generate it in parts");
   }
   return config;
 }

@@ -69,7 +69,9 @@ inline void check_destination(const std::string& destination) {
     throw input_error(destination + ": exists and is not a regular file; not replaced");
   }
   const fs::path parent = fs::absolute(destination).parent_path();
-  if (!fs::is_directory(parent, error)) throw input_error(destination + ": directory " + parent.string() + " does not exist");
+  if (!fs::is_directory(parent, error)) {
+    throw input_error(destination + ": directory " + parent.string() + " does not exist");
+  }
 }
 
 class output_files {

@@ -7,8 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <range/v3/algorithm/none_of.hpp>
+#include <range/v3/algorithm/sort.hpp>
+#include <range/v3/range/conversion.hpp>
+#include <range/v3/view/enumerate.hpp>
+#include <range/v3/view/filter.hpp>
 
 namespace moe_route {
 
@@ -20,23 +27,31 @@ struct plot_point {
   bool pareto = false;
 };
 
+/// Whether `q` is at least as good as `p` on both axes and better on one.
+inline bool dominates(const plot_point& q, const plot_point& p) {
+  return q.active <= p.active && q.retained >= p.retained && (q.active < p.active || q.retained > p.retained);
+}
+
 /// Marks the points no other point dominates (<= active and >= mass, one strictly).
 inline void mark_pareto(std::vector<plot_point>& points) {
   for (auto& p : points) {
-    p.pareto = std::none_of(points.begin(), points.end(), [&](const plot_point& q) {
-      return q.active <= p.active && q.retained >= p.retained && (q.active < p.active || q.retained > p.retained);
-    });
+    p.pareto = ranges::none_of(points, [&](const plot_point& q) { return dominates(q, p); });
   }
 }
 
 inline std::string xml_escape(const std::string& text) {
   std::string out;
   for (const char c : text) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
   }
   return out;
 }
@@ -57,72 +72,149 @@ inline std::vector<double> ticks(double lo, double hi, int target = 6) {
   return out;
 }
 
+/// Where things go, in pixels: the picture's size and the edges of the plotting area
+/// inside it (the legend takes the margin to the right of the area).
+struct plot_layout {
+  static constexpr double width = 860, height = 540;
+  static constexpr double left = 80, right = width - 240, top = 50, bottom = height - 70;
+};
+
+/// The data ranges the axes show and where a data point lands in the picture.
+struct plot_frame {
+  double x_lo = 1e300, x_hi = -1e300, y_lo = 1e300, y_hi = -1e300;
+
+  double x(double active) const {
+    using layout = plot_layout;
+    return layout::left + (active - x_lo) / (x_hi - x_lo) * (layout::right - layout::left);
+  }
+  double y(double retained) const {
+    using layout = plot_layout;
+    return layout::bottom - (retained - y_lo) / (y_hi - y_lo) * (layout::bottom - layout::top);
+  }
+};
+
+/// The points' extent, padded so that none sits on the border; |active| stays >= 0 and
+/// the mass axis ends a pad above 1 at most.
+inline plot_frame frame_around(const std::vector<plot_point>& points) {
+  plot_frame frame;
+  for (const auto& p : points) {
+    frame.x_lo = std::min(frame.x_lo, p.active);
+    frame.x_hi = std::max(frame.x_hi, p.active);
+    frame.y_lo = std::min(frame.y_lo, p.retained);
+    frame.y_hi = std::max(frame.y_hi, p.retained);
+  }
+  const double x_pad = std::max(0.5, (frame.x_hi - frame.x_lo) * 0.05);
+  const double y_pad = std::max(0.005, (frame.y_hi - frame.y_lo) * 0.05);
+  frame.x_lo = std::max(0.0, frame.x_lo - x_pad);
+  frame.x_hi += x_pad;
+  frame.y_lo -= y_pad;
+  frame.y_hi = std::min(1.0 + y_pad, frame.y_hi + y_pad);
+  return frame;
+}
+
+/// One colour per grid, repeating after eight.
+inline const char* series_colour(std::size_t series) {
+  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                  "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
+  return colours[series % 8];
+}
+
+/// Appends printf-formatted text to `svg`. One element at a time, each shorter than the
+/// buffer (a longer one is cut, as snprintf does).
+template <class... Values>
+void append_formatted(std::string& svg, const char* format, Values... values) {
+  char buffer[512];
+  std::snprintf(buffer, sizeof buffer, format, values...);
+  svg += buffer;
+}
+
+/// The opening tag, the white background and the title.
+inline void append_heading(std::string& svg, const std::string& title) {
+  using layout = plot_layout;
+  append_formatted(svg,
+                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                   "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+                   layout::width, layout::height, layout::width, layout::height);
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  svg += "<text x=\"" + std::to_string(static_cast<int>(layout::left)) +
+         "\" y=\"28\" font-size=\"16\" font-weight=\"bold\">" + xml_escape(title) + "</text>\n";
+}
+
+/// Grid lines with their tick labels, the plot's border and the two axis titles.
+inline void append_axes(std::string& svg, const plot_frame& frame) {
+  using layout = plot_layout;
+  for (const double t : ticks(frame.x_lo, frame.x_hi)) {
+    append_formatted(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", frame.x(t),
+                     layout::top, frame.x(t), layout::bottom);
+    append_formatted(svg, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", frame.x(t),
+                     layout::bottom + 18, t);
+  }
+  for (const double t : ticks(frame.y_lo, frame.y_hi)) {
+    append_formatted(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", layout::left,
+                     frame.y(t), layout::right, frame.y(t));
+    append_formatted(svg, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", layout::left - 8,
+                     frame.y(t) + 4, t);
+  }
+  append_formatted(svg, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n",
+                   layout::left, layout::top, layout::right - layout::left, layout::bottom - layout::top);
+  append_formatted(svg,
+                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">"
+                   "mean active experts per layer and step (fewer = faster)</text>\n",
+                   (layout::left + layout::right) / 2, layout::height - 25);
+  append_formatted(svg,
+                   "<text transform=\"translate(22 %.1f) rotate(-90)\" text-anchor=\"middle\">"
+                   "mean retained gate mass (1 = vanilla)</text>\n",
+                   (layout::top + layout::bottom) / 2);
+}
+
+/// The dashed line through the Pareto points, left to right (none for a single point).
+inline void append_frontier(std::string& svg, const plot_frame& frame, const std::vector<plot_point>& points) {
+  std::vector<plot_point> frontier = points | ranges::views::filter(&plot_point::pareto) | ranges::to<std::vector>();
+  ranges::sort(frontier, std::less<>{}, &plot_point::active);
+  if (frontier.size() <= 1) return;
+  svg += "<polyline class=\"frontier\" fill=\"none\" stroke=\"#555\" stroke-dasharray=\"5 3\" points=\"";
+  for (const auto& p : frontier) append_formatted(svg, "%.1f,%.1f ", frame.x(p.active), frame.y(p.retained));
+  svg += "\"/>\n";
+}
+
+/// One circle per configuration, larger and outlined on the frontier, with its policy
+/// text and values as a tooltip.
+inline void append_points(std::string& svg, const plot_frame& frame, const std::vector<plot_point>& points) {
+  for (const auto& p : points) {
+    append_formatted(svg,
+                     "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" fill-opacity=\"0.8\" "
+                     "stroke=\"%s\">",
+                     frame.x(p.active), frame.y(p.retained), p.pareto ? 6 : 4,
+                     series_colour(static_cast<std::size_t>(p.series)), p.pareto ? "black" : "none");
+    append_formatted(svg, "<title>%s: |active| %.2f, retained %.4f</title></circle>\n", xml_escape(p.label).c_str(),
+                     p.active, p.retained);
+  }
+}
+
+/// Each grid's colour and text in the right margin, then how the frontier is drawn.
+inline void append_legend(std::string& svg, const std::vector<std::string>& series_names) {
+  using layout = plot_layout;
+  for (const auto& [s, name] : ranges::views::enumerate(series_names)) {
+    const double y = layout::top + 10 + 20.0 * static_cast<double>(s);
+    append_formatted(svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/>\n", layout::right + 20, y,
+                     series_colour(s));
+    svg += "<text x=\"" + std::to_string(static_cast<int>(layout::right + 32)) + "\" y=\"" +
+           std::to_string(static_cast<int>(y + 4)) + "\">" + xml_escape(name) + "</text>\n";
+  }
+  append_formatted(svg, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">outlined, dashed: Pareto frontier</text>\n",
+                   layout::right + 14, layout::top + 20.0 + 20.0 * static_cast<double>(series_names.size()));
+}
+
+/// The whole plot of `points` (not empty), one colour per entry of `series_names`.
 inline std::string pareto_svg(const std::vector<plot_point>& points, const std::vector<std::string>& series_names,
                               const std::string& title) {
-  const double width = 860, height = 540, left = 80, right = 240, top = 50, bottom = 70;
-  double x_lo = 1e300, x_hi = -1e300, y_lo = 1e300, y_hi = -1e300;
-  for (const auto& p : points) {
-    x_lo = std::min(x_lo, p.active);
-    x_hi = std::max(x_hi, p.active);
-    y_lo = std::min(y_lo, p.retained);
-    y_hi = std::max(y_hi, p.retained);
-  }
-  const double x_pad = std::max(0.5, (x_hi - x_lo) * 0.05), y_pad = std::max(0.005, (y_hi - y_lo) * 0.05);
-  x_lo = std::max(0.0, x_lo - x_pad);
-  x_hi += x_pad;
-  y_lo -= y_pad;
-  y_hi = std::min(1.0 + y_pad, y_hi + y_pad);
-  auto sx = [&](double x) { return left + (x - x_lo) / (x_hi - x_lo) * (width - left - right); };
-  auto sy = [&](double y) { return height - bottom - (y - y_lo) / (y_hi - y_lo) * (height - top - bottom); };
-  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
-
+  const plot_frame frame = frame_around(points);
   std::string svg;
-  char buffer[512];
-  auto add = [&](const char* format, auto... values) {
-    std::snprintf(buffer, sizeof buffer, format, values...);
-    svg += buffer;
-  };
-  add("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n", width, height, width, height);
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + std::to_string(static_cast<int>(left)) + "\" y=\"28\" font-size=\"16\" font-weight=\"bold\">" +
-         xml_escape(title) + "</text>\n";
-  for (const double t : ticks(x_lo, x_hi)) {
-    add("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", sx(t), top, sx(t), height - bottom);
-    add("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", sx(t), height - bottom + 18, t);
-  }
-  for (const double t : ticks(y_lo, y_hi)) {
-    add("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", left, sy(t), width - right, sy(t));
-    add("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", left - 8, sy(t) + 4, t);
-  }
-  add("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
-      width - left - right, height - top - bottom);
-  add("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">mean active experts per layer and step (fewer = faster)</text>\n",
-      (left + width - right) / 2, height - 25);
-  add("<text transform=\"translate(22 %.1f) rotate(-90)\" text-anchor=\"middle\">mean retained gate mass (1 = vanilla)</text>\n",
-      (top + height - bottom) / 2);
-
-  std::vector<plot_point> frontier;
-  for (const auto& p : points) if (p.pareto) frontier.push_back(p);
-  std::sort(frontier.begin(), frontier.end(), [](const auto& a, const auto& b) { return a.active < b.active; });
-  if (frontier.size() > 1) {
-    svg += "<polyline class=\"frontier\" fill=\"none\" stroke=\"#555\" stroke-dasharray=\"5 3\" points=\"";
-    for (const auto& p : frontier) add("%.1f,%.1f ", sx(p.active), sy(p.retained));
-    svg += "\"/>\n";
-  }
-  for (const auto& p : points) {
-    add("<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" fill-opacity=\"0.8\" stroke=\"%s\">", sx(p.active),
-        sy(p.retained), p.pareto ? 6 : 4, colours[p.series % 8], p.pareto ? "black" : "none");
-    add("<title>%s: |active| %.2f, retained %.4f</title></circle>\n", xml_escape(p.label).c_str(), p.active, p.retained);
-  }
-  for (std::size_t s = 0; s < series_names.size(); ++s) {
-    const double y = top + 10 + 20.0 * static_cast<double>(s);
-    add("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/>\n", width - right + 20, y, colours[s % 8]);
-    svg += "<text x=\"" + std::to_string(static_cast<int>(width - right + 32)) + "\" y=\"" + std::to_string(static_cast<int>(y + 4)) +
-           "\">" + xml_escape(series_names[s]) + "</text>\n";
-  }
-  add("<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">outlined, dashed: Pareto frontier</text>\n", width - right + 14,
-      top + 20.0 + 20.0 * static_cast<double>(series_names.size()));
+  append_heading(svg, title);
+  append_axes(svg, frame);
+  append_frontier(svg, frame, points);
+  append_points(svg, frame, points);
+  append_legend(svg, series_names);
   svg += "</svg>\n";
   return svg;
 }

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <range/v3/range/conversion.hpp>
+#include <range/v3/view/cartesian_product.hpp>
+#include <range/v3/view/transform.hpp>
+
 #include "command_line.hpp"
 
 namespace moe_route {
@@ -20,7 +24,8 @@ inline std::vector<std::string> range_values(const std::string& range, const std
   const auto colon = range.find(':', dots);
   const std::string where = "range '" + range + "' in grid '" + grid + "' (A..B or A..B:STEP)";
   const double lo = parse_finite(range.substr(0, dots), where);
-  const double hi = parse_finite(range.substr(dots + 2, colon == std::string::npos ? std::string::npos : colon - dots - 2), where);
+  const auto hi_length = colon == std::string::npos ? std::string::npos : colon - dots - 2;
+  const double hi = parse_finite(range.substr(dots + 2, hi_length), where);
   const double step = colon == std::string::npos ? 1.0 : parse_finite(range.substr(colon + 1), where);
   if (!(step > 0) || hi < lo || (hi - lo) / step >= max_grid_policies) {
     throw usage_error("bad range '" + range + "' in grid '" + grid + "' (need A <= B, STEP > 0, at most 10000 values)");
@@ -35,16 +40,21 @@ inline std::vector<std::string> range_values(const std::string& range, const std
   return values;
 }
 
-/// Every policy text the grid stands for, in order (the last range varies fastest).
-inline std::vector<std::string> expand_grid(const std::string& grid) {
-  std::vector<std::string> results = {""};
+/// A grid cut at its ranges: for each range, its choices as text that carries the literal
+/// text before the range ("oea(k0=1", "oea(k0=2", ...; then ",k=1", ",k=2", ...), and the
+/// literal text after the last range.
+struct grid_parts {
+  std::vector<std::vector<std::string>> choices;
+  std::string tail;
+};
+
+/// Cuts `grid` at its ranges and checks them, including how many policies they multiply
+/// to, before anything is expanded.
+inline grid_parts cut_grid(const std::string& grid) {
+  grid_parts parts;
+  std::size_t policies = 1;
   std::size_t at = 0;
-  while (at < grid.size()) {
-    const auto dots = grid.find("..", at);
-    if (dots == std::string::npos) {
-      for (auto& r : results) r += grid.substr(at);
-      break;
-    }
+  for (auto dots = grid.find(".."); dots != std::string::npos; dots = grid.find("..", at)) {
     std::size_t begin = grid.find_last_of("=", dots);
     if (begin == std::string::npos || begin < at) throw usage_error("range without 'name=' in grid '" + grid + "'");
     ++begin;
@@ -52,17 +62,33 @@ inline std::vector<std::string> expand_grid(const std::string& grid) {
     if (end == std::string::npos) end = grid.size();
     const std::vector<std::string> values = range_values(grid.substr(begin, end - begin), grid);
     // Checked before expanding: two ranges of 10000 values would otherwise build 10^8 texts.
-    if (results.size() * values.size() > max_grid_policies) {
+    policies *= values.size();
+    if (policies > max_grid_policies) {
       throw usage_error("grid '" + grid + "' expands to more than " + std::to_string(max_grid_policies) + " policies");
     }
-    std::vector<std::string> next;
-    for (const auto& prefix : results) {
-      for (const auto& v : values) next.push_back(prefix + grid.substr(at, begin - at) + v);
-    }
-    results = std::move(next);
+    const std::string before = grid.substr(at, begin - at);
+    parts.choices.push_back(values | ranges::views::transform([&](const std::string& v) { return before + v; }) |
+                            ranges::to<std::vector>());
     at = end;
   }
-  return results;
+  parts.tail = grid.substr(at);
+  return parts;
+}
+
+/// Every policy text the grid stands for, in order (the last range varies fastest).
+inline std::vector<std::string> expand_grid(const std::string& grid) {
+  const grid_parts parts = cut_grid(grid);
+  const auto joined = [](const auto& prefix_and_choice) {
+    const auto& [prefix, choice] = prefix_and_choice;
+    return prefix + choice;
+  };
+  std::vector<std::string> texts = {""};
+  for (const std::vector<std::string>& choices : parts.choices) {
+    texts =
+        ranges::views::cartesian_product(texts, choices) | ranges::views::transform(joined) | ranges::to<std::vector>();
+  }
+  for (std::string& text : texts) text += parts.tail;
+  return texts;
 }
 
 }  // namespace moe_route

@@ -43,14 +43,18 @@ int replay_command(const std::vector<std::string>& words) {
     const mr::status bound = mr::bind_policy(policies[p], {trace.experts, trace.top_k, !trace.placement.empty()});
     if (!bound.ok()) throw usage_error(mr::to_string(bound) + " in '" + texts[p] + "'");
   }
-  std::vector<mr::cpu::policy_replay> reports;
+  std::vector<policy_replay> reports;
   for (std::size_t p = 0; p < policies.size(); ++p) {
-    reports.push_back(mr::cpu::replay_trace(trace, policies[p], texts[p], model,
-                                            stderr_progress("replay " + std::to_string(p + 1) + "/" + std::to_string(policies.size()))));
+    reports.push_back(
+        replay_trace(trace, policies[p], texts[p], model,
+                     stderr_progress("replay " + std::to_string(p + 1) + "/" + std::to_string(policies.size()))));
   }
-  if (args.has("json")) print_json(dir, reports);
-  else if (args.has("csv")) print_csv(reports);
-  else print_table(reports);
+  if (args.has("json"))
+    print_json(dir, reports);
+  else if (args.has("csv"))
+    print_csv(reports);
+  else
+    print_table(reports);
   return 0;
 }
 

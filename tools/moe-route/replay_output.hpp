@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include <moe_routing/cpu/trace_replay.hpp>
+#include "trace_replay.hpp"
 
 namespace moe_route {
 
@@ -32,7 +32,7 @@ inline std::string figure_text(double value, const char* missing) {
 }
 
 /// Each figure's mean and spread in report order, with the names the JSON and CSV use.
-inline std::vector<std::pair<std::string, double>> named_figures(const mr::cpu::replay_figures& f) {
+inline std::vector<std::pair<std::string, double>> named_figures(const replay_figures& f) {
   return {{"mean_active", f.active.mean},
           {"spread_active", f.active.spread},
           {"mean_selected", f.selected.mean},
@@ -49,7 +49,7 @@ inline std::vector<std::pair<std::string, double>> named_figures(const mr::cpu::
 
 /// `"mean_active": .., "spread_active": .., ...` for one set of figures (null: no step
 /// with a valid token).
-inline std::string json_figures(const mr::cpu::replay_figures& f) {
+inline std::string json_figures(const replay_figures& f) {
   std::string out;
   for (const auto& [name, value] : named_figures(f)) {
     out += '"';
@@ -61,11 +61,12 @@ inline std::string json_figures(const mr::cpu::replay_figures& f) {
   return out + "\"steps\": " + std::to_string(f.steps);
 }
 
-inline void print_json(const std::string& trace_dir, const std::vector<mr::cpu::policy_replay>& reports) {
+inline void print_json(const std::string& trace_dir, const std::vector<policy_replay>& reports) {
   std::printf("{\"trace\": \"%s\", \"policies\": [", json_escape(trace_dir).c_str());
   for (std::size_t p = 0; p < reports.size(); ++p) {
     const auto& r = reports[p];
-    std::printf("%s\n  {\"policy\": \"%s\", %s, \"layers\": [", p ? "," : "", json_escape(r.policy).c_str(), json_figures(r.overall).c_str());
+    std::printf("%s\n  {\"policy\": \"%s\", %s, \"layers\": [", p ? "," : "", json_escape(r.policy).c_str(),
+                json_figures(r.overall).c_str());
     for (std::size_t l = 0; l < r.layers.size(); ++l) {
       std::printf("%s\n    {\"layer\": %zu, %s}", l ? "," : "", l, json_figures(r.layers[l]).c_str());
     }
@@ -84,7 +85,7 @@ inline std::string csv_header() {
 }
 
 /// One CSV row; a figure no step counted is an empty field.
-inline std::string csv_row(const std::string& policy, const std::string& layer, const mr::cpu::replay_figures& f) {
+inline std::string csv_row(const std::string& policy, const std::string& layer, const replay_figures& f) {
   std::string out = "\"" + policy + "\"," + layer;
   for (const auto& [name, value] : named_figures(f)) {
     out += ',';
@@ -93,24 +94,26 @@ inline std::string csv_row(const std::string& policy, const std::string& layer, 
   return out + "," + std::to_string(f.steps);
 }
 
-inline void print_csv(const std::vector<mr::cpu::policy_replay>& reports) {
+inline void print_csv(const std::vector<policy_replay>& reports) {
   std::printf("%s\n", csv_header().c_str());
   for (const auto& r : reports) {
     std::printf("%s\n", csv_row(r.policy, "all", r.overall).c_str());
-    for (std::size_t l = 0; l < r.layers.size(); ++l) std::printf("%s\n", csv_row(r.policy, std::to_string(l), r.layers[l]).c_str());
+    for (std::size_t l = 0; l < r.layers.size(); ++l) {
+      std::printf("%s\n", csv_row(r.policy, std::to_string(l), r.layers[l]).c_str());
+    }
   }
 }
 
-inline void print_table(const std::vector<mr::cpu::policy_replay>& reports) {
+inline void print_table(const std::vector<policy_replay>& reports) {
   for (const auto& r : reports) {
     std::printf("%s\n", r.policy.c_str());
     std::printf("  %-6s %16s %16s %16s %16s %10s %16s\n", "layer", "|active|", "|S|", "retained mass", "recall",
                 "max/device", "latency/vanilla");
-    auto row = [](const std::string& label, const mr::cpu::replay_figures& f) {
-      std::printf("  %-6s %9.2f ± %-5.2f %9.2f ± %-5.2f %9.3f ± %-5.3f %9.3f ± %-5.3f %10.2f %9.3f ± %-5.3f\n", label.c_str(),
-                  f.active.mean, f.active.spread, f.selected.mean, f.selected.spread, f.retained_mass.mean,
-                  f.retained_mass.spread, f.recall.mean, f.recall.spread, f.max_device_load.mean, f.latency_ratio.mean,
-                  f.latency_ratio.spread);
+    auto row = [](const std::string& label, const replay_figures& f) {
+      std::printf("  %-6s %9.2f ± %-5.2f %9.2f ± %-5.2f %9.3f ± %-5.3f %9.3f ± %-5.3f %10.2f %9.3f ± %-5.3f\n",
+                  label.c_str(), f.active.mean, f.active.spread, f.selected.mean, f.selected.spread,
+                  f.retained_mass.mean, f.retained_mass.spread, f.recall.mean, f.recall.spread, f.max_device_load.mean,
+                  f.latency_ratio.mean, f.latency_ratio.spread);
     };
     for (std::size_t l = 0; l < r.layers.size(); ++l) row(std::to_string(l), r.layers[l]);
     row("all", r.overall);

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <execution>
 #include <limits>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <moe_routing/cpu.hpp>
@@ -115,8 +115,8 @@ struct batch_inputs {
                                         {"sqrtsoftplus", mr::scoring::sqrtsoftplus},
                                         {"probabilities", mr::scoring::probabilities}});
     }
-    batch.step = choose<mr::phase>(args, "phase", "decode",
-                                   {{"decode", mr::phase::decode}, {"prefill", mr::phase::prefill}});
+    batch.step =
+        choose<mr::phase>(args, "phase", "decode", {{"decode", mr::phase::decode}, {"prefill", mr::phase::prefill}});
     if (args.has("bias")) {
       const mr::npy::array b = load(args.get("bias", ""));
       if (b.type != mr::npy::dtype::float32 || b.shape.size() != 1 || b.size() != static_cast<std::size_t>(experts)) {
@@ -127,9 +127,9 @@ struct batch_inputs {
     }
     if (args.has("groups")) {
       const auto [n_group, topk_group] = parse_groups(args.get("groups", ""));
-      batch.groups = {n_group, topk_group,
-                      choose<mr::group_score>(args, "group-score", "top2_sum",
-                                              {{"top2_sum", mr::group_score::top2_sum}, {"max", mr::group_score::max}})};
+      const auto score = choose<mr::group_score>(
+          args, "group-score", "top2_sum", {{"top2_sum", mr::group_score::top2_sum}, {"max", mr::group_score::max}});
+      batch.groups = {n_group, topk_group, score};
     }
     if (args.has("mask")) {
       const mr::npy::array m = load(args.get("mask", ""));
@@ -173,7 +173,9 @@ int route_batch(const arguments& args, mr::routing_batch<Element> batch, mr::run
     policy.assignment.scale = static_cast<float>(scale);
   }
   const int inferred = mr::preferred_top_k(policy);
-  if (inferred < 1 && !args.has("top-k")) throw usage_error("--top-k could not be inferred from the policy; pass --top-k");
+  if (inferred < 1 && !args.has("top-k")) {
+    throw usage_error("--top-k could not be inferred from the policy; pass --top-k");
+  }
   const int top_k = static_cast<int>(args.integer("top-k", inferred, 1, mr::max_top_k));
 
   mr::padding pad;
@@ -187,8 +189,8 @@ int route_batch(const arguments& args, mr::routing_batch<Element> batch, mr::run
   const mr::status bound = mr::bind_policy(policy, {experts, top_k, batch.placement != nullptr});
   if (!bound.ok()) throw usage_error(mr::to_string(bound));
   // --groups is an argument: its errors are the caller's (2), like the policy's.
-  for (const mr::status grouped : {mr::validate_groups(batch.groups, experts),
-                                   mr::validate_group_candidates(batch.groups, experts, top_k)}) {
+  for (const mr::status grouped :
+       {mr::validate_groups(batch.groups, experts), mr::validate_group_candidates(batch.groups, experts, top_k)}) {
     if (!grouped.ok()) throw usage_error("--groups " + args.get("groups", "") + ": " + mr::to_string(grouped));
   }
   mr::routing_plan plan(n, top_k, experts, batch.device_count, pad);
@@ -198,7 +200,8 @@ int route_batch(const arguments& args, mr::routing_batch<Element> batch, mr::run
 
   const std::vector<std::size_t> shape = {static_cast<std::size_t>(n), static_cast<std::size_t>(top_k)};
   output_files outputs;
-  auto write_npy = [&](const std::string& path, mr::npy::dtype type, const std::vector<std::size_t>& dims, const void* data) {
+  auto write_npy = [&](const std::string& path, mr::npy::dtype type, const std::vector<std::size_t>& dims,
+                       const void* data) {
     const std::vector<unsigned char> bytes = mr::npy::serialize(type, dims, data);
     outputs.write(path, bytes.data(), bytes.size());
   };
@@ -206,8 +209,8 @@ int route_batch(const arguments& args, mr::routing_batch<Element> batch, mr::run
   write_npy(args.required("weights"), mr::npy::dtype::float32, shape, plan.weights().data());
   if (args.has("counts")) write_npy(args.get("counts", ""), mr::npy::dtype::int32, {shape[0]}, plan.counts().data());
   outputs.commit();
-  std::printf("routed %d tokens over %d experts: |active| = %d, |S| = %d\n", n, experts,
-              plan.summary().active_count, plan.summary().selected_count);
+  std::printf("routed %d tokens over %d experts: |active| = %d, |S| = %d\n", n, experts, plan.summary().active_count,
+              plan.summary().selected_count);
   return 0;
 }
 
@@ -256,8 +259,8 @@ int route_scores(const arguments& args, const mr::runtime_policy& policy) {
     return route_batch(args, mr::routing_batch<float>{mr::make_score_view(scores.data<float>(), n, experts)}, policy);
   }
   if (scores.type == mr::npy::dtype::float16) {
-    return route_batch(args, mr::routing_batch<mr::float16>{mr::make_score_view(scores.data<mr::float16>(), n, experts)},
-                       policy);
+    return route_batch(
+        args, mr::routing_batch<mr::float16>{mr::make_score_view(scores.data<mr::float16>(), n, experts)}, policy);
   }
   throw input_error(path + ": scores must be float32 or float16, not " + mr::npy::descr(scores.type));
 }
@@ -265,9 +268,9 @@ int route_scores(const arguments& args, const mr::runtime_policy& policy) {
 }  // namespace
 
 int route_command(const std::vector<std::string>& words) {
-  const arguments args(words, {"scores", "trace", "layer", "step", "policy", "scoring", "bias", "groups", "group-score",
-                               "mask", "segments", "placement", "phase", "padding", "sentinel", "scale", "top-k", "ids",
-                               "weights", "counts"});
+  const arguments args(words, {"scores",   "trace",       "layer", "step",     "policy",    "scoring", "bias",
+                               "groups",   "group-score", "mask",  "segments", "placement", "phase",   "padding",
+                               "sentinel", "scale",       "top-k", "ids",      "weights",   "counts"});
   if (args.help()) {
     std::fputs(route_help, stdout);
     return 0;
@@ -277,7 +280,9 @@ int route_command(const std::vector<std::string>& words) {
   args.required("weights");
   args.exclusive("scores", "trace");
   for (const char* trace_only : {"layer", "step"}) {
-    if (args.has(trace_only) && !args.has("trace")) throw usage_error(std::string("--") + trace_only + " needs --trace");
+    if (args.has(trace_only) && !args.has("trace")) {
+      throw usage_error(std::string("--") + trace_only + " needs --trace");
+    }
   }
   if (args.has("group-score") && !args.has("groups")) throw usage_error("--group-score needs --groups");
   if (args.has("bias") && args.get("scoring", "") == "probabilities") {

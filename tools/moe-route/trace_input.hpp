@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <string>
 
-#include <moe_routing/cpu/trace_replay.hpp>
 #include <moe_routing/io/trace.hpp>
 #include <moe_routing/moe_routing.hpp>
 
 #include "command_line.hpp"
+#include "trace_replay.hpp"
 
 namespace moe_route {
 
@@ -41,7 +41,7 @@ inline moe_routing::latency_model read_latency_model(const arguments& args) {
 }
 
 /// Prints "WHAT: N%" on stderr at every tenth of the work.
-inline moe_routing::cpu::replay_progress stderr_progress(const std::string& what) {
+inline replay_progress stderr_progress(const std::string& what) {
   return [what, last = -1](long long done, long long total) mutable {
     const int percent = static_cast<int>(100 * done / std::max(1LL, total));
     if (percent / 10 != last / 10 || done == total) {

@@ -45,7 +45,8 @@ inline batch_list chunk(const std::vector<int>& order, int batch_size) {
   batch_list batches;
   for (std::size_t at = 0; at < order.size(); at += static_cast<std::size_t>(batch_size)) {
     const auto end = std::min(order.size(), at + static_cast<std::size_t>(batch_size));
-    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(at), order.begin() + static_cast<std::ptrdiff_t>(end));
+    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(at),
+                         order.begin() + static_cast<std::ptrdiff_t>(end));
   }
   return batches;
 }
@@ -89,12 +90,16 @@ inline batch_list random_batches(int requests, int batch_size, std::uint64_t see
   return detail::chunk(order, batch_size);
 }
 
-/// The study's greedy oracle (see the file comment).
-inline batch_list greedy_batches(const request_signatures& signatures, int batch_size) {
-  detail::check_batch_size(batch_size);
-  std::vector<int> left(static_cast<std::size_t>(signatures.requests()));
+namespace detail {
+
+/// The greedy skeleton of the oracles: each batch starts from the oldest request left and
+/// takes, while it has room, the request of least `added_cost(batch, request)` (the oldest on
+/// ties; a cost of 0 is taken at once). `batch` is the union the cost reads: cleared per batch.
+template <class Union, class AddedCost>
+batch_list greedy_by_cost(int requests, int batch_size, Union& batch, AddedCost added_cost) {
+  check_batch_size(batch_size);
+  std::vector<int> left(static_cast<std::size_t>(std::max(requests, 0)));
   std::iota(left.begin(), left.end(), 0);  // oldest first, kept in order
-  batch_union batch(signatures);
   batch_list batches;
   while (!left.empty()) {
     batch.clear();
@@ -102,7 +107,12 @@ inline batch_list greedy_batches(const request_signatures& signatures, int batch
     batch.add(left.front());
     left.erase(left.begin());
     while (static_cast<int>(members.size()) < batch_size && !left.empty()) {
-      const std::size_t best = detail::cheapest(batch, left);
+      std::size_t best = 0;
+      auto best_cost = added_cost(batch, left[0]);
+      for (std::size_t i = 1; i < left.size() && best_cost > 0; ++i) {
+        const auto cost = added_cost(batch, left[i]);
+        if (cost < best_cost) best = i, best_cost = cost;
+      }
       members.push_back(left[best]);
       batch.add(left[best]);
       left.erase(left.begin() + static_cast<std::ptrdiff_t>(best));
@@ -110,6 +120,15 @@ inline batch_list greedy_batches(const request_signatures& signatures, int batch
     batches.push_back(std::move(members));
   }
   return batches;
+}
+
+}  // namespace detail
+
+/// The study's greedy oracle (see the file comment).
+inline batch_list greedy_batches(const request_signatures& signatures, int batch_size) {
+  batch_union batch(signatures);
+  return detail::greedy_by_cost(signatures.requests(), batch_size, batch,
+                                [](const batch_union& b, int request) { return b.new_experts(request); });
 }
 
 /// The fast method's knobs: MinHash functions per request (each one a bucket a request is
@@ -126,7 +145,8 @@ namespace detail {
 /// For each request and hash function j, the bucket it is filed under: j with the
 /// (layer, expert) pair of its signature whose hash is smallest (two requests share it
 /// with probability equal to their Jaccard similarity). An empty signature gets no bucket.
-inline std::vector<std::uint64_t> minhash_buckets(const request_signatures& signatures, const minhash_options& options) {
+inline std::vector<std::uint64_t> minhash_buckets(const request_signatures& signatures,
+                                                  const minhash_options& options) {
   const auto hashes = static_cast<std::size_t>(options.hashes);
   std::vector<std::uint64_t> buckets(static_cast<std::size_t>(signatures.requests()) * hashes, ~std::uint64_t{0});
   std::vector<std::uint64_t> smallest(hashes);
@@ -167,7 +187,8 @@ inline batch_list minhash_batches(const request_signatures& signatures, int batc
       if (bucket != ~std::uint64_t{0}) members_of[bucket].push_back(r);
     }
   }
-  const std::size_t wanted = static_cast<std::size_t>(batch_size) * static_cast<std::size_t>(options.candidates_per_slot);
+  const std::size_t wanted =
+      static_cast<std::size_t>(batch_size) * static_cast<std::size_t>(options.candidates_per_slot);
   std::vector<char> taken(static_cast<std::size_t>(signatures.requests()), 0), listed(taken.size(), 0);
   batch_union batch(signatures);
   batch_list batches;
@@ -189,7 +210,8 @@ inline batch_list minhash_batches(const request_signatures& signatures, int batc
       }
     }
     for (int r = seed + 1; r < signatures.requests() && candidates.size() < static_cast<std::size_t>(batch_size); ++r) {
-      if (!taken[static_cast<std::size_t>(r)] && !listed[static_cast<std::size_t>(r)]) listed[static_cast<std::size_t>(r)] = 1, candidates.push_back(r);
+      if (!taken[static_cast<std::size_t>(r)] && !listed[static_cast<std::size_t>(r)])
+        listed[static_cast<std::size_t>(r)] = 1, candidates.push_back(r);
     }
     std::sort(candidates.begin(), candidates.end());  // ties go to the oldest, as in the oracle
     batch.clear();

@@ -45,7 +45,8 @@ MOE_ROUTING_HOST_DEVICE constexpr status validate_groups(const group_limit& g, i
   if (g.n_group < 0) return fail(errc::invalid_parameter, "groups.n_group", g.n_group, "must be 0 (off) or positive");
   if (!g.enabled()) return {};
   if (g.n_group > experts || experts % g.n_group != 0) {
-    return fail(errc::invalid_parameter, "groups.n_group", g.n_group, "must divide the expert count", "batch.E", experts);
+    return fail(errc::invalid_parameter, "groups.n_group", g.n_group, "must divide the expert count", "batch.E",
+                experts);
   }
   if (g.topk_group < 1 || g.topk_group > g.n_group) {
     return fail(errc::invalid_parameter, "groups.topk_group", g.topk_group, "must be in [1, groups.n_group]",
@@ -58,12 +59,12 @@ template <score_element Element>
 struct routing_batch {
   score_view<Element> scores;
   scoring mode = scoring::softmax;
-  const float* bias = nullptr;                 ///< [E] e_score_correction_bias, optional
+  const float* bias = nullptr;  ///< [E] e_score_correction_bias, optional
   group_limit groups = {};
-  const std::uint8_t* token_mask = nullptr;    ///< [n], nonzero = valid; null = all valid
-  const std::int32_t* segments = nullptr;      ///< [request_count + 1] offsets; null = one request per token
+  const std::uint8_t* token_mask = nullptr;  ///< [n], nonzero = valid; null = all valid
+  const std::int32_t* segments = nullptr;    ///< [request_count + 1] offsets; null = one request per token
   int request_count = 0;
-  const std::int32_t* placement = nullptr;     ///< [E] device of each expert; optional
+  const std::int32_t* placement = nullptr;  ///< [E] device of each expert; optional
   int device_count = 0;
   phase step = phase::decode;
 
@@ -101,21 +102,17 @@ constexpr status validate_batch_shape(const routing_batch<Element>& batch) noexc
   const int n = batch.tokens();
   const int experts = batch.experts();
   if (n < 0 || n > max_tokens) {
-    return fail(errc::shape_mismatch, "batch.n", n, "must be in [0, max_tokens]", "max_tokens",
-                max_tokens);
+    return fail(errc::shape_mismatch, "batch.n", n, "must be in [0, max_tokens]", "max_tokens", max_tokens);
   }
   if (experts < 2 || experts > max_experts) {
-    return fail(errc::shape_mismatch, "batch.E", experts, "must be in [2, max_experts]",
-                "max_experts", max_experts);
+    return fail(errc::shape_mismatch, "batch.E", experts, "must be in [2, max_experts]", "max_experts", max_experts);
   }
   if (batch.scores.row_stride < experts) {
-    return fail(errc::shape_mismatch, "batch.row_stride",
-                static_cast<double>(batch.scores.row_stride), "must be at least", "batch.E",
-                experts);
+    return fail(errc::shape_mismatch, "batch.row_stride", static_cast<double>(batch.scores.row_stride),
+                "must be at least", "batch.E", experts);
   }
   if (n > 0 && batch.scores.data == nullptr) {
-    return fail(errc::null_pointer, "batch.scores.data", 0, "must not be null when", "batch.n",
-                n);
+    return fail(errc::null_pointer, "batch.scores.data", 0, "must not be null when", "batch.n", n);
   }
   if (batch.bias != nullptr && batch.mode == scoring::probabilities) {
     return fail(errc::invalid_parameter, "batch.bias", 1,
@@ -124,8 +121,7 @@ constexpr status validate_batch_shape(const routing_batch<Element>& batch) noexc
   }
   MOE_ROUTING_TRY(validate_groups(batch.groups, experts));
   if (batch.segments != nullptr && batch.request_count < 0) {
-    return fail(errc::invalid_input, "batch.request_count", batch.request_count,
-                "must not be negative");
+    return fail(errc::invalid_input, "batch.request_count", batch.request_count, "must not be negative");
   }
   if (batch.placement != nullptr && (batch.device_count < 1 || batch.device_count > max_experts)) {
     return fail(errc::invalid_input, "batch.device_count", batch.device_count,
@@ -147,6 +143,31 @@ MOE_ROUTING_HOST_DEVICE constexpr status validate_group_candidates(const group_l
   return {};
 }
 
+/// What is wrong with a request segments array, if anything (`at`: the request whose end
+/// lies below its start).
+enum class segments_fault : std::uint8_t { none, first_not_zero, decreasing, last_not_n };
+struct segments_check {
+  segments_fault fault = segments_fault::none;
+  int at = 0;
+};
+
+/// The segments check every backend runs (the CUDA backend on the device, where the host
+/// cannot read the array): offsets start at 0, never decrease, and end at n.
+MOE_ROUTING_HOST_DEVICE constexpr segments_check check_segments(const std::int32_t* segments, int requests,
+                                                                int tokens) noexcept {
+  if (segments[0] != 0) return {segments_fault::first_not_zero, 0};
+  for (int r = 0; r < requests; ++r) {
+    if (segments[r + 1] < segments[r]) return {segments_fault::decreasing, r};
+  }
+  if (segments[requests] != tokens) return {segments_fault::last_not_n, requests};
+  return {};
+}
+
+/// Whether a placement entry names one of the devices.
+MOE_ROUTING_HOST_DEVICE constexpr bool is_device_of_placement(std::int32_t device, int device_count) noexcept {
+  return device >= 0 && device < device_count;
+}
+
 /// Checks everything about a batch that does not depend on the policy. O(E + R).
 template <score_element Element>
 constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
@@ -154,26 +175,23 @@ constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
   const int n = batch.tokens();
   const int experts = batch.experts();
   if (batch.segments != nullptr) {
-    if (batch.segments[0] != 0) {
+    const segments_check check = check_segments(batch.segments, batch.request_count, n);
+    if (check.fault == segments_fault::first_not_zero) {
       return fail(errc::invalid_input, "segments[0]", batch.segments[0], "must be 0");
     }
-    for (int r = 0; r < batch.request_count; ++r) {
-      if (batch.segments[r + 1] < batch.segments[r]) {
-        return fail(errc::invalid_input, "segments[r+1]", batch.segments[r + 1],
-                    "must not be below the previous offset", "segments[r]",
-                    batch.segments[r]);
-      }
+    if (check.fault == segments_fault::decreasing) {
+      return fail(errc::invalid_input, "segments[r+1]", batch.segments[check.at + 1],
+                  "must not be below the previous offset", "segments[r]", batch.segments[check.at]);
     }
-    if (batch.segments[batch.request_count] != n) {
-      return fail(errc::invalid_input, "segments[R]", batch.segments[batch.request_count],
-                  "must equal", "batch.n", n);
+    if (check.fault == segments_fault::last_not_n) {
+      return fail(errc::invalid_input, "segments[R]", batch.segments[batch.request_count], "must equal", "batch.n", n);
     }
   }
   if (batch.placement != nullptr) {
     for (int e = 0; e < experts; ++e) {
-      if (batch.placement[e] < 0 || batch.placement[e] >= batch.device_count) {
-        return fail(errc::invalid_input, "placement[e]", batch.placement[e],
-                    "must be in [0, device_count)", "batch.device_count", batch.device_count);
+      if (!is_device_of_placement(batch.placement[e], batch.device_count)) {
+        return fail(errc::invalid_input, "placement[e]", batch.placement[e], "must be in [0, device_count)",
+                    "batch.device_count", batch.device_count);
       }
     }
   }

@@ -19,5 +19,7 @@ inline constexpr int max_experts = 1024;
 inline constexpr int max_top_k = 32;
 /// Largest batch (tokens in one routing call).
 inline constexpr int max_tokens = 16384;
+/// The largest finite float (FLT_MAX), spelled as a literal so that device code can use it.
+inline constexpr float largest_float = 3.4028234e38f;
 
 }  // namespace moe_routing

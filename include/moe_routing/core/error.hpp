@@ -14,14 +14,22 @@ namespace moe_routing {
 
 inline const char* to_string(errc code) noexcept {
   switch (code) {
-    case errc::ok: return "ok";
-    case errc::invalid_parameter: return "invalid parameter";
-    case errc::shape_mismatch: return "shape mismatch";
-    case errc::null_pointer: return "null pointer";
-    case errc::workspace_too_small: return "workspace too small";
-    case errc::invalid_input: return "invalid input";
-    case errc::syntax_error: return "syntax error";
-    case errc::device_error: return "device error";
+    case errc::ok:
+      return "ok";
+    case errc::invalid_parameter:
+      return "invalid parameter";
+    case errc::shape_mismatch:
+      return "shape mismatch";
+    case errc::null_pointer:
+      return "null pointer";
+    case errc::workspace_too_small:
+      return "workspace too small";
+    case errc::invalid_input:
+      return "invalid input";
+    case errc::syntax_error:
+      return "syntax error";
+    case errc::device_error:
+      return "device error";
   }
   return "unknown error";
 }
@@ -60,8 +68,7 @@ inline std::string to_string(const status& s) {
 class routing_error : public std::invalid_argument {
  public:
   explicit routing_error(const status& s) : std::invalid_argument(to_string(s)), status_(s) {}
-  explicit routing_error(errc code, const std::string& message)
-      : std::invalid_argument(message), status_{code} {}
+  explicit routing_error(errc code, const std::string& message) : std::invalid_argument(message), status_{code} {}
   errc code() const noexcept { return status_.code; }
   const status& detail() const noexcept { return status_; }
 

@@ -58,13 +58,9 @@ class expert_set {
       }
     }
   }
-  MOE_ROUTING_HOST_DEVICE constexpr std::uint64_t word(int index) const noexcept {
-    return words_[index];
-  }
+  MOE_ROUTING_HOST_DEVICE constexpr std::uint64_t word(int index) const noexcept { return words_[index]; }
   /// Experts 64 * index .. 64 * index + 63 at once (a GPU block fills a set word by word).
-  MOE_ROUTING_HOST_DEVICE constexpr void set_word(int index, std::uint64_t bits) noexcept {
-    words_[index] = bits;
-  }
+  MOE_ROUTING_HOST_DEVICE constexpr void set_word(int index, std::uint64_t bits) noexcept { words_[index] = bits; }
   friend constexpr bool operator==(const expert_set&, const expert_set&) = default;
 
  private:

@@ -56,9 +56,9 @@ constexpr float16 to_float16(float value) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
   const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return {static_cast<std::uint16_t>(sign | 0x7e00u)};  // NaN
+  if (magnitude > 0x7f800000u) return {static_cast<std::uint16_t>(sign | 0x7e00u)};   // NaN
   if (magnitude >= 0x477ff000u) return {static_cast<std::uint16_t>(sign | 0x7c00u)};  // overflow
-  if (magnitude < 0x38800000u) {  // result is subnormal or zero
+  if (magnitude < 0x38800000u) {                                                      // result is subnormal or zero
     if (magnitude < 0x33000000u) return {sign};
     const std::uint32_t exponent = magnitude >> 23;
     const std::uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
@@ -87,7 +87,6 @@ constexpr bfloat16 to_bfloat16(float value) noexcept {
 
 /// The element types a score view may hold.
 template <class T>
-concept score_element = std::is_same_v<T, float> || std::is_same_v<T, float16> ||
-                        std::is_same_v<T, bfloat16>;
+concept score_element = std::is_same_v<T, float> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
 
 }  // namespace moe_routing

@@ -10,6 +10,7 @@
 
 #include "moe_routing/core/batch.hpp"
 #include "moe_routing/core/config.hpp"
+#include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/rank_key.hpp"
 
@@ -26,8 +27,7 @@ struct row_stats {
 /// chosen so that no row ever produces NaN p: NaN logits get p = 0; when some logit
 /// is +inf, the +inf logits share p = 1 equally; when no logit is finite or +inf,
 /// p = 1/E for every expert.
-MOE_ROUTING_HOST_DEVICE inline float probability_of(scoring mode, float x,
-                                                    const row_stats& stats) noexcept {
+MOE_ROUTING_HOST_DEVICE inline float probability_of(scoring mode, float x, const row_stats& stats) noexcept {
   switch (mode) {
     case scoring::softmax: {
       const float m = stats.max_logit;
@@ -38,9 +38,12 @@ MOE_ROUTING_HOST_DEVICE inline float probability_of(scoring mode, float x,
       if (x != x) return 0.0f;
       return std::exp(x - m) / stats.denominator;
     }
-    case scoring::sigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case scoring::sqrtsoftplus: return std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x)));
-    case scoring::probabilities: return x;
+    case scoring::sigmoid:
+      return 1.0f / (1.0f + std::exp(-x));
+    case scoring::sqrtsoftplus:
+      return std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x)));
+    case scoring::probabilities:
+      return x;
   }
   return x;
 }
@@ -62,8 +65,7 @@ MOE_ROUTING_HOST_DEVICE inline float rank_score(float x, float p, const float* b
 namespace detail {
 
 /// Score of one expert group from the s values of its members.
-MOE_ROUTING_HOST_DEVICE inline float score_group(const float* s, int begin, int end,
-                                                 group_score kind) noexcept {
+MOE_ROUTING_HOST_DEVICE inline float score_group(const float* s, int begin, int end, group_score kind) noexcept {
   rank_key best = 0, second = 0;
   for (int e = begin; e < end; ++e) {
     const rank_key key = make_rank_key(s[e], e);
@@ -114,9 +116,9 @@ MOE_ROUTING_HOST_DEVICE inline void softmax_in_place(float* p, int experts, row_
 /// statistics. With a group limit, non-candidate experts get `excluded_rank_key`.
 /// `scratch` needs room for E floats (the s values) when a group limit is enabled.
 template <score_element Element>
-MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, scoring mode,
-                                            const float* bias, const group_limit& groups,
-                                            float* p, rank_key* keys, float* scratch) noexcept {
+MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, scoring mode, const float* bias,
+                                            const group_limit& groups, float* p, rank_key* keys,
+                                            float* scratch) noexcept {
   row_stats stats;
   for (int e = 0; e < experts; ++e) p[e] = to_float(row[e]);
   if (bias == nullptr) {
@@ -139,8 +141,8 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
     // A group is kept when fewer than topk_group groups rank above it.
     rank_key group_keys[max_experts];
     for (int g = 0; g < groups.n_group; ++g) {
-      group_keys[g] = make_rank_key(
-          detail::score_group(scratch, g * group_size, (g + 1) * group_size, groups.score), g);
+      group_keys[g] =
+          make_rank_key(detail::score_group(scratch, g * group_size, (g + 1) * group_size, groups.score), g);
     }
     for (int g = 0; g < groups.n_group; ++g) {
       int above = 0;
@@ -172,9 +174,8 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
 /// ranks by its input values and needs no p, unless a group limit does. `p` and `scratch`
 /// are scratch space of E floats.
 template <score_element Element>
-MOE_ROUTING_HOST_DEVICE void rank_row(const Element* row, int experts, scoring mode,
-                                      const float* bias, const group_limit& groups, float* p,
-                                      rank_key* keys, float* scratch) noexcept {
+MOE_ROUTING_HOST_DEVICE void rank_row(const Element* row, int experts, scoring mode, const float* bias,
+                                      const group_limit& groups, float* p, rank_key* keys, float* scratch) noexcept {
   if (bias == nullptr && !groups.enabled()) {
     for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(to_float(row[e]), e);
     return;
@@ -184,8 +185,7 @@ MOE_ROUTING_HOST_DEVICE void rank_row(const Element* row, int experts, scoring m
 
 /// Keeps `top[0..filled)` the largest keys seen, in descending order, at most `count`
 /// of them: inserts `key` if it belongs. O(count) per insertion.
-MOE_ROUTING_HOST_DEVICE inline void insert_ranked(rank_key* top, int& filled, int count,
-                                                  rank_key key) noexcept {
+MOE_ROUTING_HOST_DEVICE inline void insert_ranked(rank_key* top, int& filled, int count, rank_key key) noexcept {
   if (filled == count && key <= top[count - 1]) return;
   int position = filled < count ? filled++ : count - 1;
   while (position > 0 && top[position - 1] < key) {
@@ -203,8 +203,8 @@ inline constexpr int top_k_scan_block = 16;
 /// `top_k_scan_block`, and once `count` keys are held skips a block whose largest
 /// `bound_of(e)` (an upper bound of the key, cheap to vectorise) does not beat the k-th key.
 template <class KeyOf, class BoundOf>
-MOE_ROUTING_HOST_DEVICE void scan_top(int experts, int count, rank_key* top_keys, KeyOf key_of,
-                                      BoundOf bound_of) noexcept {
+MOE_ROUTING_HOST_DEVICE void top_k_by_insertion(int experts, int count, rank_key* top_keys, KeyOf key_of,
+                                                BoundOf bound_of) noexcept {
   int filled = 0, e = 0;
   for (; e + top_k_scan_block <= experts; e += top_k_scan_block) {
     if (filled == count) {
@@ -222,21 +222,41 @@ MOE_ROUTING_HOST_DEVICE void scan_top(int experts, int count, rank_key* top_keys
 
 /// Writes the `count` best keys of a scored row to `top_keys` in rank order.
 /// O(E + inserts * count).
-MOE_ROUTING_HOST_DEVICE inline void select_top(const rank_key* keys, int experts, int count,
-                                               rank_key* top_keys) noexcept {
+MOE_ROUTING_HOST_DEVICE inline void top_k_of_keys(const rank_key* keys, int experts, int count,
+                                                  rank_key* top_keys) noexcept {
   const auto key = [keys](int e) { return keys[e]; };
-  scan_top(experts, count, top_keys, key, key);
+  top_k_by_insertion(experts, count, top_keys, key, key);
 }
 
-/// `select_top` of a row ranked by its raw values (any row without a bias), without
+/// `top_k_of_keys` of a row ranked by its raw values (any row without a bias), without
 /// writing every key. A block is skipped by `skip_order` (branch-free) with every index
 /// bit set: no key of the block can exceed that bound.
 template <score_element Element>
-MOE_ROUTING_HOST_DEVICE void select_top_of_values(const Element* row, int experts, int count,
-                                                  rank_key* top_keys) noexcept {
-  scan_top(
+MOE_ROUTING_HOST_DEVICE void top_k_of_values_by_insertion(const Element* row, int experts, int count,
+                                                          rank_key* top_keys) noexcept {
+  top_k_by_insertion(
       experts, count, top_keys, [row](int e) { return make_rank_key(to_float(row[e]), e); },
       [row](int e) { return static_cast<rank_key>(skip_order(to_float(row[e]))) << 32 | 0xffffffffu; });
+}
+
+/// A token's sparse top-k gates from its top-k input values `top_x` and p `top_p`, in rank
+/// order. Softmax rows ranked by their logits use exp(x_j - x_top1) renormalised over the
+/// top-k: p / sum of p with the softmax denominator cancelled, so a backend that never
+/// computed the denominator gets the same bits. Other rows, and a non-finite top logit,
+/// renormalise p. (With a bias the top-ranked logit need not be the largest of the top-k,
+/// so exp(x_j - x_top1) could overflow: such rows are not ranked by their logits.)
+MOE_ROUTING_HOST_DEVICE inline void top_k_gates(bool softmax_by_logits, const float* top_x, const float* top_p, int k,
+                                                float* gates) noexcept {
+  if (softmax_by_logits && std::isfinite(top_x[0])) {
+    row_stats unit;
+    unit.max_logit = top_x[0];
+    unit.denominator = 1.0f;
+    float relative[max_top_k];
+    for (int j = 0; j < k; ++j) relative[j] = probability_of(scoring::softmax, top_x[j], unit);
+    sparse_gates(relative, k, gates);
+  } else {
+    sparse_gates(top_p, k, gates);
+  }
 }
 
 }  // namespace moe_routing

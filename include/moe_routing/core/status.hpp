@@ -38,10 +38,8 @@ struct [[nodiscard]] status {
 static_assert(std::is_trivially_copyable_v<status>);
 
 /// A failed status about `parameter = value`.
-MOE_ROUTING_HOST_DEVICE constexpr status fail(errc code, const char* parameter, double value,
-                                              const char* requirement,
-                                              const char* bound_name = nullptr,
-                                              double bound = 0) noexcept {
+MOE_ROUTING_HOST_DEVICE constexpr status fail(errc code, const char* parameter, double value, const char* requirement,
+                                              const char* bound_name = nullptr, double bound = 0) noexcept {
   return status{code, parameter, value, requirement, bound_name, bound};
 }
 
@@ -55,9 +53,8 @@ MOE_ROUTING_HOST_DEVICE constexpr status check_range(errc code, const char* para
 }  // namespace moe_routing
 
 /// Return from the enclosing function when a status-returning expression fails.
-#define MOE_ROUTING_TRY(expression)                          \
-  do {                                                       \
-    if (const ::moe_routing::status moe_routing_status_ = (expression); \
-        !moe_routing_status_.ok())                           \
-      return moe_routing_status_;                            \
+#define MOE_ROUTING_TRY(expression)                                                                \
+  do {                                                                                             \
+    if (const ::moe_routing::status moe_routing_status_ = (expression); !moe_routing_status_.ok()) \
+      return moe_routing_status_;                                                                  \
   } while (false)

@@ -12,11 +12,11 @@
 namespace moe_routing {
 
 struct expert_alignment {
-  std::int32_t* offsets = nullptr;      ///< [E + 1]
-  std::int32_t* pair_token = nullptr;   ///< [n k] token of each grouped pair
-  std::int32_t* pair_slot = nullptr;    ///< [n k] slot j of each grouped pair
-  std::int32_t* pair_of = nullptr;      ///< [n k] grouped index of token i's slot j, -1 if unused
-  int pairs = 0;                        ///< total assigned (token, expert) pairs
+  std::int32_t* offsets = nullptr;     ///< [E + 1]
+  std::int32_t* pair_token = nullptr;  ///< [n k] token of each grouped pair
+  std::int32_t* pair_slot = nullptr;   ///< [n k] slot j of each grouped pair
+  std::int32_t* pair_of = nullptr;     ///< [n k] grouped index of token i's slot j, -1 if unused
+  int pairs = 0;                       ///< total assigned (token, expert) pairs
 };
 
 /// Groups the plan's pairs by expert. Checks every id against E.
@@ -29,7 +29,8 @@ inline status align_plan(const plan_view& plan, int experts, expert_alignment& o
     for (int j = 0; j < count; ++j) {
       const std::int32_t e = plan.ids[static_cast<std::size_t>(i) * k + j];
       if (e < 0 || e >= experts) {
-        return fail(errc::invalid_input, "plan.ids[i][j]", e, "must be an expert index below", "weights.experts", experts);
+        return fail(errc::invalid_input, "plan.ids[i][j]", e, "must be an expert index below", "weights.experts",
+                    experts);
       }
       ++out.offsets[e + 1];
     }

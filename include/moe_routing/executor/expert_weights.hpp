@@ -9,14 +9,15 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "moe_routing/core/config.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/status.hpp"
 
 namespace moe_routing {
 
 enum class projection_layout : std::uint8_t {
-  separate,        ///< gate [h x d] and up [h x d]
-  fused_gate_up,   ///< gate_up [2h x d]
+  separate,       ///< gate [h x d] and up [h x d]
+  fused_gate_up,  ///< gate_up [2h x d]
 };
 
 template <score_element Weight>
@@ -44,10 +45,14 @@ static_assert(std::is_trivially_copyable_v<expert_weights<bfloat16>>);
 /// Checks the view's shape and pointers (not the pointed-to memory). O(E).
 template <score_element Weight>
 status validate_weights(const expert_weights<Weight>& w) noexcept {
-  if (w.experts < 1 || w.experts > 1024) return fail(errc::shape_mismatch, "weights.experts", w.experts, "must be in [1, 1024]");
+  if (w.experts < 1 || w.experts > max_experts) {
+    return fail(errc::shape_mismatch, "weights.experts", w.experts, "must be in [1, max_experts]", "max_experts",
+                max_experts);
+  }
   if (w.hidden < 1) return fail(errc::shape_mismatch, "weights.hidden", w.hidden, "must be positive");
   if (w.intermediate < 1) return fail(errc::shape_mismatch, "weights.intermediate", w.intermediate, "must be positive");
-  if (w.shared_experts < 0) return fail(errc::shape_mismatch, "weights.shared_experts", w.shared_experts, "must not be negative");
+  if (w.shared_experts < 0)
+    return fail(errc::shape_mismatch, "weights.shared_experts", w.shared_experts, "must not be negative");
   const bool fused = w.layout == projection_layout::fused_gate_up;
   auto check = [](const Weight* const* table, int count, const char* name) -> status {
     if (count == 0) return {};
@@ -61,7 +66,8 @@ status validate_weights(const expert_weights<Weight>& w) noexcept {
   if (!fused) MOE_ROUTING_TRY(check(w.up, w.experts, "weights.up"));
   MOE_ROUTING_TRY(check(w.down, w.experts, "weights.down"));
   if (w.shared_experts > 0) {
-    MOE_ROUTING_TRY(check(fused ? w.shared_gate_up : w.shared_gate, w.shared_experts, fused ? "weights.shared_gate_up" : "weights.shared_gate"));
+    MOE_ROUTING_TRY(check(fused ? w.shared_gate_up : w.shared_gate, w.shared_experts,
+                          fused ? "weights.shared_gate_up" : "weights.shared_gate"));
     if (!fused) MOE_ROUTING_TRY(check(w.shared_up, w.shared_experts, "weights.shared_up"));
     MOE_ROUTING_TRY(check(w.shared_down, w.shared_experts, "weights.shared_down"));
     if (w.shared_intermediate < 0) {

@@ -21,7 +21,9 @@ class json_error : public std::runtime_error {
 inline std::map<std::string, std::string> parse_flat_json(const std::string& text, const std::string& origin) {
   std::map<std::string, std::string> out;
   std::size_t at = 0;
-  auto skip = [&] { while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at]))) ++at; };
+  auto skip = [&] {
+    while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at]))) ++at;
+  };
   auto fail = [&](const std::string& what) {
     throw json_error(origin + ": " + what + " at offset " + std::to_string(at));
   };
@@ -53,7 +55,9 @@ inline std::map<std::string, std::string> parse_flat_json(const std::string& tex
       value = string_value();
     } else {
       const std::size_t begin = at;
-      while (at < text.size() && text[at] != ',' && text[at] != '}' && !std::isspace(static_cast<unsigned char>(text[at]))) ++at;
+      while (at < text.size() && text[at] != ',' && text[at] != '}' &&
+             !std::isspace(static_cast<unsigned char>(text[at])))
+        ++at;
       value = text.substr(begin, at - begin);
       if (value.empty() || value[0] == '{' || value[0] == '[') fail("expected a string, number or boolean value");
     }

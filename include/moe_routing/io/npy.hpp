@@ -11,9 +11,9 @@
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
-#include <system_error>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace moe_routing::npy {
@@ -22,22 +22,34 @@ enum class dtype : std::uint8_t { float32, float16, int32, int64, boolean, uint8
 
 inline const char* descr(dtype type) noexcept {
   switch (type) {
-    case dtype::float32: return "<f4";
-    case dtype::float16: return "<f2";
-    case dtype::int32: return "<i4";
-    case dtype::int64: return "<i8";
-    case dtype::boolean: return "|b1";
-    case dtype::uint8: return "|u1";
+    case dtype::float32:
+      return "<f4";
+    case dtype::float16:
+      return "<f2";
+    case dtype::int32:
+      return "<i4";
+    case dtype::int64:
+      return "<i8";
+    case dtype::boolean:
+      return "|b1";
+    case dtype::uint8:
+      return "|u1";
   }
   return "?";
 }
 
 inline std::size_t item_size(dtype type) noexcept {
   switch (type) {
-    case dtype::float32: case dtype::int32: return 4;
-    case dtype::float16: return 2;
-    case dtype::int64: return 8;
-    case dtype::boolean: case dtype::uint8: return 1;
+    case dtype::float32:
+    case dtype::int32:
+      return 4;
+    case dtype::float16:
+      return 2;
+    case dtype::int64:
+      return 8;
+    case dtype::boolean:
+    case dtype::uint8:
+      return 1;
   }
   return 1;
 }
@@ -59,15 +71,18 @@ struct array {
     return total;
   }
   template <class T>
-  const T* data() const noexcept { return reinterpret_cast<const T*>(bytes.data()); }
+  const T* data() const noexcept {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
   template <class T>
-  T* data() noexcept { return reinterpret_cast<T*>(bytes.data()); }
+  T* data() noexcept {
+    return reinterpret_cast<T*>(bytes.data());
+  }
 };
 
 namespace detail {
 
-inline std::string_view dict_value(std::string_view header, std::string_view key,
-                                   const std::string& origin) {
+inline std::string_view dict_value(std::string_view header, std::string_view key, const std::string& origin) {
   std::string quoted(1, '\'');
   quoted.append(key);
   quoted.push_back('\'');
@@ -134,8 +149,8 @@ inline header_info parse_header(const unsigned char* bytes, std::size_t length, 
     header_start = 10;
   } else if (major == 2 || major == 3) {
     if (length < 12) throw npy_error(origin + ": truncated header");
-    header_length = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8) |
-                    (static_cast<std::size_t>(bytes[10]) << 16) | (static_cast<std::size_t>(bytes[11]) << 24);
+    header_length = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8) | (static_cast<std::size_t>(bytes[10]) << 16) |
+                    (static_cast<std::size_t>(bytes[11]) << 24);
     header_start = 12;
   } else {
     throw npy_error(origin + ": unsupported .npy format version " + std::to_string(major));
@@ -238,7 +253,8 @@ inline array read(const std::string& path) {
   if (needs_more) {
     if (header.data_start > file_size) throw npy_error(path + ": truncated header");
     content.resize(header.data_start);
-    in.read(reinterpret_cast<char*>(content.data() + first_read), static_cast<std::streamsize>(header.data_start - first_read));
+    in.read(reinterpret_cast<char*>(content.data() + first_read),
+            static_cast<std::streamsize>(header.data_start - first_read));
     header = parse_header(content.data(), content.size(), path);
   }
   array result = array_for(header, file_size, path);
@@ -249,8 +265,7 @@ inline array read(const std::string& path) {
 }
 
 /// The bytes of a version-1 `.npy` file (header padded to 64 bytes, as numpy does).
-inline std::vector<unsigned char> serialize(dtype type, const std::vector<std::size_t>& shape,
-                                            const void* data) {
+inline std::vector<unsigned char> serialize(dtype type, const std::vector<std::size_t>& shape, const void* data) {
   std::string header = std::string("{'descr': '") + descr(type) + "', 'fortran_order': False, 'shape': (";
   std::size_t count = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -264,7 +279,14 @@ inline std::vector<unsigned char> serialize(dtype type, const std::vector<std::s
   header += '\n';
   const std::size_t payload = count * item_size(type);
   std::vector<unsigned char> out(10 + header.size() + payload);
-  const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  const unsigned char preamble[10] = {0x93,
+                                      'N',
+                                      'U',
+                                      'M',
+                                      'P',
+                                      'Y',
+                                      1,
+                                      0,
                                       static_cast<unsigned char>(header.size() & 0xff),
                                       static_cast<unsigned char>(header.size() >> 8)};
   std::memcpy(out.data(), preamble, sizeof preamble);
@@ -273,8 +295,7 @@ inline std::vector<unsigned char> serialize(dtype type, const std::vector<std::s
   return out;
 }
 
-inline void write(const std::string& path, dtype type, const std::vector<std::size_t>& shape,
-                  const void* data) {
+inline void write(const std::string& path, dtype type, const std::vector<std::size_t>& shape, const void* data) {
   const std::vector<unsigned char> bytes = serialize(type, shape, data);
   std::ofstream out(path, std::ios::binary);
   if (!out) throw npy_error(path + ": cannot create file");

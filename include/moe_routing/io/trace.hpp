@@ -45,12 +45,12 @@ struct trace {
   scoring mode = scoring::softmax;
   std::string source;
   bool half = false;
-  std::vector<float> scores_f32;          ///< [L, T, E] when !half
-  std::vector<float16> scores_f16;        ///< [L, T, E] when half
-  std::vector<std::int32_t> steps;        ///< [S + 1]
-  std::vector<std::int32_t> segments;     ///< [Q + 1]; empty = one request per token
-  std::vector<std::uint8_t> mask;         ///< [T]; empty = all valid
-  std::vector<std::int32_t> placement;    ///< [E]; empty = none
+  std::vector<float> scores_f32;        ///< [L, T, E] when !half
+  std::vector<float16> scores_f16;      ///< [L, T, E] when half
+  std::vector<std::int32_t> steps;      ///< [S + 1]
+  std::vector<std::int32_t> segments;   ///< [Q + 1]; empty = one request per token
+  std::vector<std::uint8_t> mask;       ///< [T]; empty = all valid
+  std::vector<std::int32_t> placement;  ///< [E]; empty = none
   int devices = 0;
 
   int step_count() const { return static_cast<int>(steps.size()) - 1; }
@@ -100,10 +100,14 @@ struct trace {
 
 inline const char* scoring_name(scoring mode) {
   switch (mode) {
-    case scoring::softmax: return "softmax";
-    case scoring::sigmoid: return "sigmoid";
-    case scoring::sqrtsoftplus: return "sqrtsoftplus";
-    case scoring::probabilities: return "probabilities";
+    case scoring::softmax:
+      return "softmax";
+    case scoring::sigmoid:
+      return "sigmoid";
+    case scoring::sqrtsoftplus:
+      return "sqrtsoftplus";
+    case scoring::probabilities:
+      return "probabilities";
   }
   return "softmax";
 }
@@ -126,10 +130,14 @@ inline std::vector<std::int32_t> read_offsets(const std::filesystem::path& file,
   std::vector<std::int32_t> out(a.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
     long long v = 0;
-    if (a.type == npy::dtype::int32) v = a.data<std::int32_t>()[i];
-    else if (a.type == npy::dtype::int64) v = a.data<std::int64_t>()[i];
-    else throw trace_error(file.string() + ": " + what + " must be int32 or int64, not " + npy::descr(a.type));
-    if (v < 0 || v > (1LL << 30)) throw trace_error(file.string() + ": " + what + " value " + std::to_string(v) + " out of range");
+    if (a.type == npy::dtype::int32)
+      v = a.data<std::int32_t>()[i];
+    else if (a.type == npy::dtype::int64)
+      v = a.data<std::int64_t>()[i];
+    else
+      throw trace_error(file.string() + ": " + what + " must be int32 or int64, not " + npy::descr(a.type));
+    if (v < 0 || v > (1LL << 30))
+      throw trace_error(file.string() + ": " + what + " value " + std::to_string(v) + " out of range");
     out[i] = static_cast<std::int32_t>(v);
   }
   return out;
@@ -165,12 +173,14 @@ inline void check_extents(std::size_t tokens, std::size_t experts, const std::st
   }
 }
 
-inline void check_offsets(const std::vector<std::int32_t>& offsets, int tokens, const std::string& file, const char* what) {
+inline void check_offsets(const std::vector<std::int32_t>& offsets, int tokens, const std::string& file,
+                          const char* what) {
   if (offsets.empty() || offsets.front() != 0 || offsets.back() != tokens) {
     throw trace_error(file + ": " + what + " must start at 0 and end at the token count " + std::to_string(tokens));
   }
   for (std::size_t i = 1; i < offsets.size(); ++i) {
-    if (offsets[i] < offsets[i - 1]) throw trace_error(file + ": " + what + " must not decrease (at index " + std::to_string(i) + ")");
+    if (offsets[i] < offsets[i - 1])
+      throw trace_error(file + ": " + what + " must not decrease (at index " + std::to_string(i) + ")");
   }
 }
 
@@ -202,7 +212,8 @@ inline std::vector<npy::array> read_score_files(const fs::path& dir, trace& t) {
     if (shape.size() != 3) throw trace_error(path + ": scores must be [layers, tokens, experts]");
     check_extents(shape[1], shape[2], path);
     if (shape[0] < 1 || shape[0] > static_cast<std::size_t>(max_layers)) {
-      throw trace_error(path + ": " + std::to_string(shape[0]) + " layers; a trace holds 1 to " + std::to_string(max_layers));
+      throw trace_error(path + ": " + std::to_string(shape[0]) + " layers; a trace holds 1 to " +
+                        std::to_string(max_layers));
     }
     t.layers = static_cast<int>(shape[0]);
     t.tokens = static_cast<int>(shape[1]);
@@ -239,15 +250,19 @@ inline void keep_scores(const std::vector<npy::array>& layers, const fs::path& d
   }
   t.half = type == npy::dtype::float16;
   for (const auto& a : layers) {
-    if (t.half) t.scores_f16.insert(t.scores_f16.end(), a.data<float16>(), a.data<float16>() + a.size());
-    else t.scores_f32.insert(t.scores_f32.end(), a.data<float>(), a.data<float>() + a.size());
+    if (t.half)
+      t.scores_f16.insert(t.scores_f16.end(), a.data<float16>(), a.data<float16>() + a.size());
+    else
+      t.scores_f32.insert(t.scores_f32.end(), a.data<float>(), a.data<float>() + a.size());
   }
 }
 
 /// The sizes trace.json declares agree with the scores; top_k fits them.
-inline void check_declared_sizes(const std::map<std::string, std::string>& fields, const fs::path& dir, const trace& t) {
+inline void check_declared_sizes(const std::map<std::string, std::string>& fields, const fs::path& dir,
+                                 const trace& t) {
   const std::string path = (dir / "trace.json").string();
-  for (const auto& [key, actual] : {std::pair{"layers", t.layers}, std::pair{"tokens", t.tokens}, std::pair{"experts", t.experts}}) {
+  for (const auto& [key, actual] :
+       {std::pair{"layers", t.layers}, std::pair{"tokens", t.tokens}, std::pair{"experts", t.experts}}) {
     const auto it = fields.find(key);
     if (it == fields.end()) continue;
     const int declared = whole_number(it->second, path, key);
@@ -293,7 +308,8 @@ inline void read_mask_and_placement(const fs::path& dir, trace& t) {
   const std::string mask_path = (dir / "mask.npy").string();
   if (fs::exists(mask_path)) {
     const npy::array m = npy::read(mask_path);
-    if ((m.type != npy::dtype::boolean && m.type != npy::dtype::uint8) || m.shape != std::vector<std::size_t>{std::size_t(t.tokens)}) {
+    if ((m.type != npy::dtype::boolean && m.type != npy::dtype::uint8) ||
+        m.shape != std::vector<std::size_t>{std::size_t(t.tokens)}) {
       throw trace_error(mask_path + ": mask must be bool or uint8 of shape [" + std::to_string(t.tokens) + "]");
     }
     t.mask.assign(m.bytes.begin(), m.bytes.end());
@@ -362,12 +378,16 @@ inline void save_trace(const trace& t, const std::string& directory) {
   if (!meta) throw trace_error((dir / "trace.json").string() + ": write failed");
   const std::vector<std::size_t> shape = {std::size_t(t.layers), std::size_t(t.tokens), std::size_t(t.experts)};
   try {
-    if (t.half) npy::write((dir / "scores.npy").string(), npy::dtype::float16, shape, t.scores_f16.data());
-    else npy::write((dir / "scores.npy").string(), npy::dtype::float32, shape, t.scores_f32.data());
+    if (t.half)
+      npy::write((dir / "scores.npy").string(), npy::dtype::float16, shape, t.scores_f16.data());
+    else
+      npy::write((dir / "scores.npy").string(), npy::dtype::float32, shape, t.scores_f32.data());
     npy::write((dir / "steps.npy").string(), npy::dtype::int32, {t.steps.size()}, t.steps.data());
-    if (!t.segments.empty()) npy::write((dir / "segments.npy").string(), npy::dtype::int32, {t.segments.size()}, t.segments.data());
+    if (!t.segments.empty())
+      npy::write((dir / "segments.npy").string(), npy::dtype::int32, {t.segments.size()}, t.segments.data());
     if (!t.mask.empty()) npy::write((dir / "mask.npy").string(), npy::dtype::boolean, {t.mask.size()}, t.mask.data());
-    if (!t.placement.empty()) npy::write((dir / "placement.npy").string(), npy::dtype::int32, {t.placement.size()}, t.placement.data());
+    if (!t.placement.empty())
+      npy::write((dir / "placement.npy").string(), npy::dtype::int32, {t.placement.size()}, t.placement.data());
   } catch (const npy::npy_error& error) {
     throw trace_error(error.what());
   }

@@ -28,16 +28,16 @@ struct latency_model {
 
 struct plan_metrics {
   int valid_tokens = 0;
-  int active = 0;                   ///< |active|
-  int selected = 0;                 ///< |S|
+  int active = 0;    ///< |active|
+  int selected = 0;  ///< |S|
   int vanilla_active = 0;
   std::vector<double> retained_mass;  ///< [n] p(A_i) / p(topk_i) per token; 0 for invalid tokens
-  double mean_retained_mass = 1.0;  ///< mean over valid tokens of p(A_i) / p(topk_i)
+  double mean_retained_mass = 1.0;    ///< mean over valid tokens of p(A_i) / p(topk_i)
   double min_retained_mass = 1.0;
-  double mean_recall = 1.0;         ///< mean over valid tokens of |A_i ∩ topk_i| / k
-  bool guarantees_held = true;      ///< every token's guaranteed ranks are in A_i
+  double mean_recall = 1.0;     ///< mean over valid tokens of |A_i ∩ topk_i| / k
+  bool guarantees_held = true;  ///< every token's guaranteed ranks are in A_i
   int max_device_load = 0;
-  long long assignments = 0;        ///< sum of |A_i|
+  long long assignments = 0;  ///< sum of |A_i|
   double modelled_latency = 0;
   double vanilla_modelled_latency = 0;
   double modelled_latency_ratio = 1.0;  ///< modelled_latency / vanilla's
@@ -45,8 +45,8 @@ struct plan_metrics {
 
 /// Compares `plan` with `vanilla` (the same batch routed by `presets::vanilla`).
 template <score_element Element>
-plan_metrics measure_plan(const routing_batch<Element>& batch, const routing_plan& plan,
-                          const routing_plan& vanilla, latency_model model = {}) {
+plan_metrics measure_plan(const routing_batch<Element>& batch, const routing_plan& plan, const routing_plan& vanilla,
+                          latency_model model = {}) {
   plan_metrics m;
   m.retained_mass.assign(static_cast<std::size_t>(batch.tokens()), 0.0);
   const int experts = batch.experts();
@@ -57,8 +57,7 @@ plan_metrics measure_plan(const routing_batch<Element>& batch, const routing_pla
   for (int token = 0; token < batch.tokens(); ++token) {
     if (!batch.is_valid(token)) continue;
     ++m.valid_tokens;
-    score_row(batch.scores.row(token), experts, batch.mode, batch.bias, batch.groups, p.data(),
-              keys.data(), s.data());
+    score_row(batch.scores.row(token), experts, batch.mode, batch.bias, batch.groups, p.data(), keys.data(), s.data());
     double mass = 0, vanilla_mass = 0;
     int overlap = 0;
     const int count = plan.count(token), vanilla_count = vanilla.count(token);
@@ -91,8 +90,7 @@ plan_metrics measure_plan(const routing_batch<Element>& batch, const routing_pla
   m.max_device_load = plan.summary().max_device_load;
   m.modelled_latency = model.time(m.active, m.assignments);
   m.vanilla_modelled_latency = model.time(m.vanilla_active, vanilla_assignments);
-  m.modelled_latency_ratio =
-      m.vanilla_modelled_latency > 0 ? m.modelled_latency / m.vanilla_modelled_latency : 1.0;
+  m.modelled_latency_ratio = m.vanilla_modelled_latency > 0 ? m.modelled_latency / m.vanilla_modelled_latency : 1.0;
   return m;
 }
 

@@ -27,24 +27,35 @@ struct padding {
   std::int32_t sentinel_value = -1;
 };
 
+/// The id that pads a row of `count` assigned experts whose first is `first` (SPEC
+/// section 4), shared by every backend.
+MOE_ROUTING_HOST_DEVICE constexpr std::int32_t padding_id(const padding& pad, int count, std::int32_t first) noexcept {
+  return pad.kind == padding_kind::repeat && count > 0 ? first : pad.sentinel_value;
+}
+/// The id that fills a row with no expert (an invalid token) under repeat padding: the
+/// batch's lowest active expert, which adds no load, else the sentinel.
+MOE_ROUTING_HOST_DEVICE constexpr std::int32_t empty_row_id(const padding& pad, int lowest_active) noexcept {
+  return lowest_active >= 0 ? lowest_active : pad.sentinel_value;
+}
+
 /// Batch-level results: what the executor loads and how the devices are balanced.
 struct plan_summary {
-  expert_set active;       ///< union of every A_i: the experts actually loaded
-  expert_set selected;     ///< S, the selected set (a superset of active)
-  int active_count = 0;    ///< |active|
-  int selected_count = 0;  ///< |S|
-  int max_device_load = 0; ///< largest active expert count on one device (0 without placement)
+  expert_set active;        ///< union of every A_i: the experts actually loaded
+  expert_set selected;      ///< S, the selected set (a superset of active)
+  int active_count = 0;     ///< |active|
+  int selected_count = 0;   ///< |S|
+  int max_device_load = 0;  ///< largest active expert count on one device (0 without placement)
 };
 
 /// Caller-owned output buffers. Required: ids, weights, counts, summary. Optional
 /// (null to skip): expert_tokens [E], device_loads [G], guaranteed [n].
 struct plan_view {
-  std::int32_t* ids = nullptr;        ///< [n, k]
-  float* weights = nullptr;           ///< [n, k]
-  std::int32_t* counts = nullptr;     ///< [n], |A_i|
+  std::int32_t* ids = nullptr;     ///< [n, k]
+  float* weights = nullptr;        ///< [n, k]
+  std::int32_t* counts = nullptr;  ///< [n], |A_i|
   plan_summary* summary = nullptr;
-  int tokens = 0;                     ///< n
-  int top_k = 0;                      ///< k: the row width, the model's top-k
+  int tokens = 0;  ///< n
+  int top_k = 0;   ///< k: the row width, the model's top-k
   padding pad = {};
   std::int32_t* expert_tokens = nullptr;  ///< [E] tokens assigned to each expert
   std::int32_t* device_loads = nullptr;   ///< [G] active experts on each device
@@ -59,11 +70,13 @@ static_assert(std::is_trivially_copyable_v<plan_view>);
 /// experts and `devices` devices (0 without a placement). Reads no buffer, so it also
 /// checks device plans on the host.
 constexpr status validate_plan(const plan_view& plan, int tokens, int experts, int devices) noexcept {
-  if (plan.tokens != tokens) return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "batch.n", tokens);
-  MOE_ROUTING_TRY(check_range(errc::invalid_parameter, "plan.top_k", plan.top_k, 1, max_top_k, "must be in [1, max_top_k]",
-                              "max_top_k"));
+  if (plan.tokens != tokens)
+    return fail(errc::shape_mismatch, "plan.tokens", plan.tokens, "must equal", "batch.n", tokens);
+  MOE_ROUTING_TRY(check_range(errc::invalid_parameter, "plan.top_k", plan.top_k, 1, max_top_k,
+                              "must be in [1, max_top_k]", "max_top_k"));
   if (plan.summary == nullptr) return fail(errc::null_pointer, "plan.summary", 0, "must not be null");
-  if (tokens > 0 && plan.ids == nullptr) return fail(errc::null_pointer, "plan.ids", 0, "must not be null when", "batch.n", tokens);
+  if (tokens > 0 && plan.ids == nullptr)
+    return fail(errc::null_pointer, "plan.ids", 0, "must not be null when", "batch.n", tokens);
   if (tokens > 0 && plan.weights == nullptr) {
     return fail(errc::null_pointer, "plan.weights", 0, "must not be null when", "batch.n", tokens);
   }
@@ -71,12 +84,12 @@ constexpr status validate_plan(const plan_view& plan, int tokens, int experts, i
     return fail(errc::null_pointer, "plan.counts", 0, "must not be null when", "batch.n", tokens);
   }
   if (plan.expert_tokens != nullptr && plan.experts < experts) {
-    return fail(errc::shape_mismatch, "plan.experts", plan.experts, "(the length of plan.expert_tokens) must be at least",
-                "batch.E", experts);
+    return fail(errc::shape_mismatch, "plan.experts", plan.experts,
+                "(the length of plan.expert_tokens) must be at least", "batch.E", experts);
   }
   if (plan.device_loads != nullptr && plan.devices < devices) {
-    return fail(errc::shape_mismatch, "plan.devices", plan.devices, "(the length of plan.device_loads) must be at least",
-                "batch.device_count", devices);
+    return fail(errc::shape_mismatch, "plan.devices", plan.devices,
+                "(the length of plan.device_loads) must be at least", "batch.device_count", devices);
   }
   return {};
 }
@@ -84,7 +97,8 @@ constexpr status validate_plan(const plan_view& plan, int tokens, int experts, i
 /// The plan's checks against a batch, and the batch's group limit against the plan's width.
 template <score_element Element>
 constexpr status validate_plan(const plan_view& plan, const routing_batch<Element>& batch) noexcept {
-  MOE_ROUTING_TRY(validate_plan(plan, batch.tokens(), batch.experts(), batch.placement != nullptr ? batch.device_count : 0));
+  MOE_ROUTING_TRY(
+      validate_plan(plan, batch.tokens(), batch.experts(), batch.placement != nullptr ? batch.device_count : 0));
   return validate_group_candidates(batch.groups, batch.experts(), plan.top_k);
 }
 
@@ -94,7 +108,9 @@ class routing_plan {
   routing_plan() = default;
   /// Throws routing_error naming the size when one is out of range (before allocating).
   routing_plan(int tokens, int top_k, int experts, int devices = 0, padding pad = {})
-      : tokens_(checked_tokens(tokens, top_k, experts, devices)), top_k_(top_k), pad_(pad),
+      : tokens_(checked_tokens(tokens, top_k, experts, devices)),
+        top_k_(top_k),
+        pad_(pad),
         ids_(static_cast<std::size_t>(tokens) * top_k),
         weights_(static_cast<std::size_t>(tokens) * top_k),
         counts_(static_cast<std::size_t>(tokens)),
@@ -137,18 +153,19 @@ class routing_plan {
   /// Checks every size before the first buffer is allocated; returns `tokens`.
   static int checked_tokens(int tokens, int top_k, int experts, int devices) {
     constexpr auto bad = errc::invalid_parameter;
-    throw_if_failed(check_range(bad, "routing_plan.tokens", tokens, 0, max_tokens, "must be in [0, max_tokens]", "max_tokens"));
-    throw_if_failed(check_range(bad, "routing_plan.top_k", top_k, 1, max_top_k, "must be in [1, max_top_k]", "max_top_k"));
     throw_if_failed(
-        check_range(bad, "routing_plan.experts", experts, 2, max_experts, "must be in [2, max_experts]", "max_experts"));
+        check_range(bad, "routing_plan.tokens", tokens, 0, max_tokens, "must be in [0, max_tokens]", "max_tokens"));
     throw_if_failed(
-        check_range(bad, "routing_plan.devices", devices, 0, max_experts, "must be in [0, max_experts]", "max_experts"));
+        check_range(bad, "routing_plan.top_k", top_k, 1, max_top_k, "must be in [1, max_top_k]", "max_top_k"));
+    throw_if_failed(check_range(bad, "routing_plan.experts", experts, 2, max_experts, "must be in [2, max_experts]",
+                                "max_experts"));
+    throw_if_failed(check_range(bad, "routing_plan.devices", devices, 0, max_experts, "must be in [0, max_experts]",
+                                "max_experts"));
     return tokens;
   }
 
   std::size_t index(int token, int slot) const {
-    return static_cast<std::size_t>(token) * static_cast<std::size_t>(top_k_) +
-           static_cast<std::size_t>(slot);
+    return static_cast<std::size_t>(token) * static_cast<std::size_t>(top_k_) + static_cast<std::size_t>(slot);
   }
 
   int tokens_ = 0;

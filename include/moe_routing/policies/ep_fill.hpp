@@ -3,19 +3,32 @@
 /// `ep_fill(m_g)`: XShare algorithms 5-6 for expert parallelism. Round-robin over
 /// devices, each below m_g experts adds its best expert by column mass.
 
-#include "moe_routing/policies/stage_concepts.hpp"
+#include <array>
+#include <cstdint>
+
+#include "moe_routing/core/config.hpp"
+#include "moe_routing/policies/scoring_needs.hpp"
+#include "moe_routing/policies/stage_parameters.hpp"
 
 namespace moe_routing {
 
 struct ep_fill {
   static constexpr stage_role role = stage_role::set;
+  static constexpr set_effect effect = set_effect::adds;
   static constexpr const char* name = "ep_fill";
   int m_g = 0;  ///< per-device target load, >= 0
   column_mass gate = column_mass::sparse;
 
-  constexpr status validate() const noexcept {
-    if (m_g < 0) return fail(errc::invalid_parameter, "ep_fill.m_g", m_g, "must not be negative");
-    return {};
+  static constexpr auto parameters() {
+    using parameter = stage_parameter<ep_fill>;
+    return std::array{
+        parameter{.name = "m_g",
+                  .qualified = "ep_fill.m_g",
+                  .integer = &ep_fill::m_g,
+                  .required = true,
+                  .range = non_negative},
+        parameter{.name = "gate", .qualified = "ep_fill.gate", .kind = parameter_kind::gate, .gate = &ep_fill::gate},
+    };
   }
   constexpr status bind(const binding_shape& shape) const noexcept {
     if (!shape.has_placement) {
@@ -24,8 +37,29 @@ struct ep_fill {
     }
     return {};
   }
-  constexpr bool seeds_selection() const noexcept {
-    return gate == column_mass::sparse && m_g > 0;
+  constexpr scoring_needs needs() const noexcept { return needs_of_gate(gate, true); }
+  constexpr bool seeds_selection() const noexcept { return gate == column_mass::sparse && m_g > 0; }
+
+  /// The rounds, shared by every backend: each device below m_g takes its next expert of
+  /// `order` (the `available` experts outside S, heaviest first) until no device can.
+  /// `load[g]` starts as S's experts on device g; `cursor` has room for `devices` entries.
+  template <class DeviceOf, class Insert>
+  MOE_ROUTING_HOST_DEVICE constexpr void fill_devices(const std::int32_t* order, int available, int devices,
+                                                      std::int32_t* load, std::int32_t* cursor, DeviceOf device_of,
+                                                      Insert insert) const {
+    for (int device = 0; device < devices; ++device) cursor[device] = 0;
+    for (bool added = true; added;) {
+      added = false;
+      for (int device = 0; device < devices; ++device) {
+        if (load[device] >= m_g) continue;
+        std::int32_t& i = cursor[device];
+        while (i < available && device_of(order[i]) != device) ++i;
+        if (i == available) continue;
+        insert(order[i++]);
+        ++load[device];
+        added = true;
+      }
+    }
   }
 };
 

@@ -14,6 +14,7 @@
 #include "moe_routing/policies/policy_checks.hpp"
 #include "moe_routing/policies/presets.hpp"
 #include "moe_routing/policies/runtime_policy.hpp"
+#include "moe_routing/policies/stage_parameters.hpp"
 
 namespace moe_routing {
 
@@ -63,8 +64,8 @@ class policy_parser {
   static constexpr int max_arguments = 12;
 
   static bool is_preset(std::string_view name) {
-    for (std::string_view preset : {"topk", "vanilla", "oea", "pruned", "xshare", "xshare_spec",
-                                    "xshare_ep", "lynx_lat", "lynx_acc", "skip"}) {
+    for (std::string_view preset :
+         {"topk", "vanilla", "oea", "pruned", "xshare", "xshare_spec", "xshare_ep", "lynx_lat", "lynx_acc", "skip"}) {
       if (name == preset) return true;
     }
     return false;
@@ -88,14 +89,13 @@ class policy_parser {
 
   void skip_space() {
     while (position_ < text_.size() && (text_[position_] == ' ' || text_[position_] == '\t' ||
-                                         text_[position_] == '\n' || text_[position_] == '\r')) {
+                                        text_[position_] == '\n' || text_[position_] == '\r')) {
       ++position_;
     }
   }
 
   static bool identifier_char(char c, bool first) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-           (!first && c >= '0' && c <= '9');
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
   }
 
   std::string_view read_identifier() {
@@ -175,8 +175,7 @@ class policy_parser {
         if (!build_refine(policy.assignment)) return false;
         skip_space();
         if (position_ != text_.size()) {
-          return expect("expected the end of the policy: refine must be the last stage",
-                        position_);
+          return expect("expected the end of the policy: refine must be the last stage", position_);
         }
         return true;
       }
@@ -188,8 +187,7 @@ class policy_parser {
       policy.set_stages[policy.set_stage_count++] = stage;
       skip_space();
       if (position_ >= text_.size()) {
-        return expect("expected '| refine(...)': a policy ends with its assignment stage",
-                      position_);
+        return expect("expected '| refine(...)': a policy ends with its assignment stage", position_);
       }
       if (text_[position_] != '|') return expect("expected '|' between stages", position_);
       ++position_;
@@ -221,8 +219,7 @@ class policy_parser {
     bool ok = true;
     const policy_argument* argument = take(name, required, ok);
     if (argument == nullptr) return ok;
-    if (!argument->is_number || argument->number != std::floor(argument->number) ||
-        std::fabs(argument->number) > 1e9) {
+    if (!argument->is_number || argument->number != std::floor(argument->number) || std::fabs(argument->number) > 1e9) {
       return expect("expected an integer value", static_cast<std::size_t>(argument->column));
     }
     out = static_cast<int>(argument->number);
@@ -249,20 +246,28 @@ class policy_parser {
     policy_argument* argument = find("gate");
     if (argument == nullptr) return true;
     argument->used = true;
-    if (argument->text == "sparse") out = column_mass::sparse;
-    else if (argument->text == "dense") out = column_mass::dense;
-    else return expect("expected gate=sparse or gate=dense", static_cast<std::size_t>(argument->column));
+    if (argument->text == "sparse")
+      out = column_mass::sparse;
+    else if (argument->text == "dense")
+      out = column_mass::dense;
+    else
+      return expect("expected gate=sparse or gate=dense", static_cast<std::size_t>(argument->column));
     return true;
   }
-  bool weights(refine& out) {
+  bool weighting_choice(weighting& out) {
     if (policy_argument* argument = find("weights")) {
       argument->used = true;
-      if (argument->text == "renormalize") out.weights = weighting::renormalize;
-      else if (argument->text == "raw") out.weights = weighting::raw;
-      else return expect("expected weights=renormalize or weights=raw", static_cast<std::size_t>(argument->column));
+      if (argument->text == "renormalize")
+        out = weighting::renormalize;
+      else if (argument->text == "raw")
+        out = weighting::raw;
+      else
+        return expect("expected weights=renormalize or weights=raw", static_cast<std::size_t>(argument->column));
     }
-    return real("scale", out.scale);
+    return true;
   }
+  /// A preset's weighting arguments: `weights` and `scale`, as refine reads them.
+  bool weights(refine& out) { return weighting_choice(out.weights) && real("scale", out.scale); }
   bool all_used() {
     for (int i = 0; i < argument_count_; ++i) {
       if (!arguments_[i].used) {
@@ -273,58 +278,57 @@ class policy_parser {
     return true;
   }
 
-  // ---- stages ----
-  bool build_refine(refine& out) {
-    return integer("k", out.k) && integer("max_rank", out.max_rank) && weights(out) && all_used();
+  // ---- stages: read from each stage's `parameters()` ----
+  template <class Stage>
+  bool read_parameter(Stage& stage, const stage_parameter<Stage>& parameter, std::string_view spelling, bool required) {
+    switch (parameter.kind) {
+      case parameter_kind::integer:
+        return integer(spelling, stage.*parameter.integer, required);
+      case parameter_kind::real:
+        return real(spelling, stage.*parameter.real, required);
+      case parameter_kind::gate:
+        return gate(stage.*parameter.gate);
+      case parameter_kind::weighting:
+        return weighting_choice(stage.*parameter.weights);
+    }
+    return false;
   }
 
-  bool build_set_stage(any_set_stage& out) {
-    if (name_ == "topk_union") {
-      topk_union s;
-      if (!(integer("k", s.k) && all_used())) return false;
-      out = make_any_stage(s);
-    } else if (name_ == "prune") {
-      prune s;
-      if (!(one_of("skip_ratio", "beta") && integer("k0", s.k0, true) && real("top_p", s.top_p) &&
-            real("skip_ratio", s.skip_ratio) &&
-            real("beta", s.skip_ratio) && all_used())) {
-        return false;
-      }
-      out = make_any_stage(s);
-    } else if (name_ == "greedy_mass") {
-      greedy_mass s;
-      if (!(one_of("add", "m") && one_of("mass", "tau") && integer("add", s.add) && integer("m", s.add) &&
-            integer("size", s.size) &&
-            real("mass", s.mass) && real("tau", s.mass) && gate(s.gate) && all_used())) {
-        return false;
-      }
-      out = make_any_stage(s);
-    } else if (name_ == "per_request") {
-      per_request s;
-      if (!(integer("k0", s.k0, true) && integer("m_r", s.m_r) && gate(s.gate) && all_used())) return false;
-      out = make_any_stage(s);
-    } else if (name_ == "ep_fill") {
-      ep_fill s;
-      if (!(integer("m_g", s.m_g, true) && gate(s.gate) && all_used())) return false;
-      out = make_any_stage(s);
-    } else if (name_ == "vote_drop") {
-      vote_drop s;
-      if (!(integer("d", s.d, true) && gate(s.gate) && all_used())) return false;
-      out = make_any_stage(s);
-    } else if (name_ == "confidence_keep") {
-      confidence_keep s;
-      if (!(one_of("min_confidence", "conf") && real("min_confidence", s.min_confidence) &&
-            real("conf", s.min_confidence) &&
-            integer("budget", s.budget, true) && gate(s.gate) && all_used())) {
-        return false;
-      }
-      out = make_any_stage(s);
-    } else {
-      return expect(
-          "expected a stage name: topk_union, prune, greedy_mass, per_request, ep_fill, "
-          "vote_drop, confidence_keep or refine; or one preset call",
-          name_column_);
+  /// Every argument of the call into `stage` as its `parameters()` describe them, in their
+  /// order (a parameter's synonym right after its name), refusing any other argument.
+  template <class Stage>
+  bool read_stage(Stage& stage) {
+    constexpr auto parameters = Stage::parameters();
+    for (const auto& parameter : parameters) {
+      if (parameter.synonym != nullptr && !one_of(parameter.name, parameter.synonym)) return false;
     }
+    for (const auto& parameter : parameters) {
+      const bool required = parameter.required && (parameter.synonym == nullptr || find(parameter.synonym) == nullptr);
+      if (!read_parameter(stage, parameter, parameter.name, required)) return false;
+      if (parameter.synonym != nullptr && !read_parameter(stage, parameter, parameter.synonym, false)) return false;
+    }
+    return all_used();
+  }
+
+  bool build_refine(refine& out) { return read_stage(out); }
+
+  /// The built-in set stage named by the call, from `builtin_set_stages`.
+  bool build_set_stage(any_set_stage& out) { return build_listed_stage(out, builtin_set_stages{}); }
+  template <class... Stages>
+  bool build_listed_stage(any_set_stage& out, stage_types<Stages...>) {
+    bool built = false;
+    const bool named = ((name_ == Stages::name ? (built = build_one<Stages>(out), true) : false) || ...);
+    if (named) return built;
+    return expect(
+        "expected a stage name: topk_union, prune, greedy_mass, per_request, ep_fill, "
+        "vote_drop, confidence_keep or refine; or one preset call",
+        name_column_);
+  }
+  template <class Stage>
+  bool build_one(any_set_stage& out) {
+    Stage stage;
+    if (!read_stage(stage)) return false;
+    out = any_set_stage(stage);
     return true;
   }
 
@@ -393,19 +397,17 @@ class policy_parser {
 }  // namespace detail
 
 /// Parses and validates a policy text. Never throws, never allocates.
-inline parse_result parse_policy(std::string_view text) noexcept {
-  return detail::policy_parser(text).run();
-}
+inline parse_result parse_policy(std::string_view text) noexcept { return detail::policy_parser(text).run(); }
 
 /// "syntax error at column 12: expected '|' between stages" with the text and a caret
 /// on the next two lines; other failures as `to_string(status)`.
 inline std::string describe(const parse_result& result, std::string_view text) {
   if (result.outcome.code != errc::syntax_error) return to_string(result.outcome);
-  std::string message = "syntax error in policy at column " + std::to_string(result.column) +
-                        ": " + result.outcome.requirement +
-                        (std::isnan(result.outcome.value) ? std::string(" (") + result.outcome.parameter + ")" : std::string()) +
-                        "\n  " + std::string(text) + "\n  " +
-                        std::string(static_cast<std::size_t>(result.column > 0 ? result.column - 1 : 0), ' ') + "^";
+  std::string message =
+      "syntax error in policy at column " + std::to_string(result.column) + ": " + result.outcome.requirement +
+      (std::isnan(result.outcome.value) ? std::string(" (") + result.outcome.parameter + ")" : std::string()) + "\n  " +
+      std::string(text) + "\n  " +
+      std::string(static_cast<std::size_t>(result.column > 0 ? result.column - 1 : 0), ' ') + "^";
   return message;
 }
 

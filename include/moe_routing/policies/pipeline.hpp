@@ -41,8 +41,7 @@ struct pipeline_shape<pipeline<Stages...>> {
     return last;
   }();
   static constexpr bool routable = pipeline<Stages...>::set_stage_count >= 1 &&
-                                   pipeline<Stages...>::assignment_stage_count == 1 &&
-                                   last_is_assignment;
+                                   pipeline<Stages...>::assignment_stage_count == 1 && last_is_assignment;
 };
 }  // namespace detail
 
@@ -58,8 +57,8 @@ constexpr pipeline<Left, Right> operator|(const Left& left, const Right& right) 
 
 /// open pipeline | stage
 template <routing_stage... Left, routing_stage Right>
-  requires pipeline<Left...>::is_open
-constexpr pipeline<Left..., Right> operator|(const pipeline<Left...>& left, const Right& right) {
+requires pipeline<Left...>::is_open constexpr pipeline<Left..., Right> operator|(const pipeline<Left...>& left,
+                                                                                 const Right& right) {
   return {concat(left.stages, stage_list<Right>{right, {}}), left.top_k};
 }
 
@@ -69,9 +68,8 @@ constexpr pipeline<Left, Right...> operator|(const Left& left, const pipeline<Ri
   return {{left, right.stages}, right.top_k};
 }
 template <routing_stage... Left, routing_stage... Right>
-  requires pipeline<Left...>::is_open
-constexpr pipeline<Left..., Right...> operator|(const pipeline<Left...>& left,
-                                                const pipeline<Right...>& right) {
+requires pipeline<Left...>::is_open constexpr pipeline<Left..., Right...> operator|(const pipeline<Left...>& left,
+                                                                                    const pipeline<Right...>& right) {
   return {concat(left.stages, right.stages), right.top_k != 0 ? right.top_k : left.top_k};
 }
 
@@ -80,7 +78,6 @@ constexpr pipeline<Left..., Right...> operator|(const pipeline<Left...>& left,
 template <assignment_stage Left, routing_stage Right>
 void operator|(const Left&, const Right&) = delete;
 template <routing_stage... Left, routing_stage Right>
-  requires(!pipeline<Left...>::is_open)
-void operator|(const pipeline<Left...>&, const Right&) = delete;
+requires(!pipeline<Left...>::is_open) void operator|(const pipeline<Left...>&, const Right&) = delete;
 
 }  // namespace moe_routing

@@ -9,20 +9,34 @@
 #include <type_traits>
 
 #include "moe_routing/policies/runtime_policy.hpp"
+#include "moe_routing/policies/stage_parameters.hpp"
 
 namespace moe_routing {
 
 /// Anything a backend can route: a compiled pipeline or the runtime form.
 template <class Policy>
-concept routing_policy = compiled_policy<Policy> ||
-                         std::same_as<std::remove_cvref_t<Policy>, runtime_policy>;
+concept routing_policy = compiled_policy<Policy> || std::same_as<std::remove_cvref_t<Policy>, runtime_policy>;
 
 template <class Stage>
 constexpr const char* stage_name() noexcept {
-  if constexpr (requires { { Stage::name } -> std::convertible_to<const char*>; }) {
+  if constexpr (requires {
+                  { Stage::name } -> std::convertible_to<const char*>;
+                }) {
     return Stage::name;
   } else {
     return "custom stage";
+  }
+}
+
+/// The parameter that names a stage's guarantee in messages ("prune.k0"), else its name.
+template <class Stage>
+constexpr const char* guarantee_parameter_of() noexcept {
+  if constexpr (requires {
+                  { Stage::guarantee_parameter } -> std::convertible_to<const char*>;
+                }) {
+    return Stage::guarantee_parameter;
+  } else {
+    return stage_name<Stage>();
   }
 }
 
@@ -47,8 +61,8 @@ constexpr status validate_policy(const Policy& policy) noexcept {
                       "topk_union, prune, per_request or confidence_keep)");
         return;
       }
-      if (std::is_same_v<stage_type, confidence_keep> && depth > 0) {
-        result = fail(errc::invalid_parameter, "confidence_keep", no_value,
+      if (effect_on_selection<stage_type>() == set_effect::replaces && depth > 0) {
+        result = fail(errc::invalid_parameter, stage_name<stage_type>(), no_value,
                       "replaces S, so it would drop the experts guaranteed by an earlier "
                       "stage with",
                       "k0", depth);
@@ -57,7 +71,7 @@ constexpr status validate_policy(const Policy& policy) noexcept {
       first_set_stage = false;
       if (guaranteed_depth(stage) > depth) {
         depth = guaranteed_depth(stage);
-        depth_parameter = std::is_same_v<stage_type, per_request> ? "per_request.k0" : "prune.k0";
+        depth_parameter = guarantee_parameter_of<stage_type>();
       }
     }
     if constexpr (std::is_same_v<stage_type, refine>) {
@@ -87,10 +101,44 @@ constexpr int policy_guaranteed_depth(const Policy& policy) noexcept {
 template <routing_policy Policy>
 constexpr bool has_decode_only_stage(const Policy& policy) noexcept {
   bool any = false;
-  policy.for_each_stage([&](const auto& stage) {
-    any = any || is_decode_only<std::remove_cvref_t<decltype(stage)>>();
-  });
+  policy.for_each_stage(
+      [&](const auto& stage) { any = any || is_decode_only<std::remove_cvref_t<decltype(stage)>>(); });
   return any;
+}
+
+namespace detail {
+template <class Policy>
+struct assignment_type {
+  using type = refine;  // the runtime form's
+};
+template <class... Stages>
+struct assignment_type<pipeline<Stages...>> {
+  using type = typename decltype((std::type_identity<Stages>{}, ...))::type;  // the last stage
+};
+}  // namespace detail
+
+/// The policy's assignment stage (a compiled pipeline's is its last).
+template <routing_policy Policy>
+constexpr auto assignment_of(const Policy& policy) {
+  using assignment = typename detail::assignment_type<std::remove_cvref_t<Policy>>::type;
+  assignment result{};
+  policy.for_each_stage([&](const auto& stage) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(stage)>, assignment>) result = stage;
+  });
+  return result;
+}
+
+/// SPEC section 1: in prefill a policy with a decode-only stage routes exactly like
+/// vanilla top-k, as `topk_union | refine` with the policy's weighting. Both backends ask this.
+template <routing_policy Policy>
+constexpr bool routes_as_vanilla(const Policy& policy, phase step) noexcept {
+  return step == phase::prefill && has_decode_only_stage(policy);
+}
+/// The assignment of that vanilla routing: the model's top-k, every rank, the same weighting.
+constexpr refine vanilla_assignment(refine assignment) noexcept {
+  assignment.k = 0;
+  assignment.max_rank = max_experts;
+  return assignment;
 }
 
 /// The plan width to use when the caller does not give one: the policy's top_k hint,
@@ -100,13 +148,7 @@ constexpr int preferred_top_k(const Policy& policy) noexcept {
   if (policy.top_k > 0) return policy.top_k;
   int k = 0;
   policy.for_each_stage([&](const auto& stage) {
-    using stage_type = std::remove_cvref_t<decltype(stage)>;
-    if constexpr (requires { stage.k; }) {
-      if (stage.k > k) k = stage.k;
-    }
-    if constexpr (std::is_same_v<stage_type, prune> || std::is_same_v<stage_type, per_request>) {
-      if (stage.k0 > k) k = stage.k0;
-    }
+    if (widest_parameter(stage) > k) k = widest_parameter(stage);
   });
   return k;
 }
@@ -115,16 +157,13 @@ constexpr int preferred_top_k(const Policy& policy) noexcept {
 template <routing_policy Policy>
 constexpr status bind_policy(const Policy& policy, const binding_shape& shape) noexcept {
   if (shape.experts < 2 || shape.experts > max_experts) {
-    return fail(errc::shape_mismatch, "E", shape.experts, "must be in [2, max_experts]",
-                "max_experts", max_experts);
+    return fail(errc::shape_mismatch, "E", shape.experts, "must be in [2, max_experts]", "max_experts", max_experts);
   }
   if (shape.top_k < 1 || shape.top_k > max_top_k) {
-    return fail(errc::invalid_parameter, "top_k", shape.top_k, "must be in [1, max_top_k]",
-                "max_top_k", max_top_k);
+    return fail(errc::invalid_parameter, "top_k", shape.top_k, "must be in [1, max_top_k]", "max_top_k", max_top_k);
   }
   if (shape.top_k > shape.experts) {
-    return fail(errc::invalid_parameter, "k", shape.top_k, "must be at most the expert count",
-                "E", shape.experts);
+    return fail(errc::invalid_parameter, "k", shape.top_k, "must be at most the expert count", "E", shape.experts);
   }
   MOE_ROUTING_TRY(validate_policy(policy));
   status result{};

@@ -26,14 +26,10 @@ constexpr refine refine_with(int k, const weight_options& w, int max_rank = max_
 }
 
 /// Plain top-k routing: `topk_union(k) | refine(k)`.
-constexpr auto vanilla(int k, weight_options w = {}) {
-  return topk_union{.k = k} | refine_with(k, w);
-}
+constexpr auto vanilla(int k, weight_options w = {}) { return topk_union{.k = k} | refine_with(k, w); }
 
 /// OEA simplified (paper algorithm 1): `prune(k0) | refine(k)`.
-constexpr auto oea(int k0, int k, weight_options w = {}) {
-  return prune{.k0 = k0} | refine_with(k, w);
-}
+constexpr auto oea(int k0, int k, weight_options w = {}) { return prune{.k0 = k0} | refine_with(k, w); }
 
 /// OEA general (paper algorithm 2): `prune(k0, top_p) | refine(k, max_rank)`.
 constexpr auto oea_general(int k0, float top_p, int k, int max_rank, weight_options w = {}) {
@@ -48,16 +44,14 @@ constexpr auto pruned_only(int k0, int k, weight_options w = {}) {
 }
 
 /// XShare batch: `prune(k0) | greedy_mass(add = m) | refine(k)`.
-constexpr auto xshare_batch(int k0, int m, int k, weight_options w = {},
-                            column_mass gate = column_mass::sparse) {
+constexpr auto xshare_batch(int k0, int m, int k, weight_options w = {}, column_mass gate = column_mass::sparse) {
   return prune{.k0 = k0} | greedy_mass{.add = m, .gate = gate} | refine_with(k, w);
 }
 
 /// XShare speculative: `per_request(k0, m_r) | greedy_mass(add = m) | refine(k)`.
 constexpr auto xshare_speculative(int k0, int m_r, int m, int k, weight_options w = {},
                                   column_mass gate = column_mass::sparse) {
-  return per_request{.k0 = k0, .m_r = m_r, .gate = gate} |
-         greedy_mass{.add = m, .gate = gate} | refine_with(k, w);
+  return per_request{.k0 = k0, .m_r = m_r, .gate = gate} | greedy_mass{.add = m, .gate = gate} | refine_with(k, w);
 }
 
 /// XShare expert-parallel: `prune(k0) | ep_fill(m_g) | refine(k)`.
@@ -73,8 +67,7 @@ constexpr auto lynx_latency(int d, int k, weight_options w = {}) {
 
 /// Lynx-Acc: `confidence_keep(min_confidence, budget) | refine(k)`.
 constexpr auto lynx_accuracy(float min_confidence, int budget, int k, weight_options w = {}) {
-  return confidence_keep{.min_confidence = min_confidence, .budget = budget} |
-         refine_with(k, w);
+  return confidence_keep{.min_confidence = min_confidence, .budget = budget} | refine_with(k, w);
 }
 
 /// Dynamic skipping: `prune(k, skip_ratio = beta) | refine(k)`.

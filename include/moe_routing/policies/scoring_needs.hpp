@@ -1,21 +1,13 @@
 #pragma once
 /// \file
-/// What a policy's stages read from the scoring pass, worked out from the stage types
-/// so that every backend computes only that: the batch's column masses and votes, the
-/// dense mass, and whether a softmax row needs its denominator at all.
+/// What a policy's stages read from the scoring pass, so that every backend computes
+/// only that: the batch's column masses and votes, the dense mass, and whether a softmax
+/// row needs its denominator at all. Each built-in stage states its own needs in
+/// `needs()`; a policy's are the union of its stages'.
 
 #include <type_traits>
 
-#include "moe_routing/policies/confidence_keep.hpp"
-#include "moe_routing/policies/ep_fill.hpp"
-#include "moe_routing/policies/greedy_mass.hpp"
-#include "moe_routing/policies/per_request.hpp"
-#include "moe_routing/policies/policy_checks.hpp"
-#include "moe_routing/policies/prune.hpp"
-#include "moe_routing/policies/refine.hpp"
 #include "moe_routing/policies/stage_concepts.hpp"
-#include "moe_routing/policies/topk_union.hpp"
-#include "moe_routing/policies/vote_drop.hpp"
 
 namespace moe_routing {
 
@@ -31,33 +23,40 @@ struct scoring_needs {
   /// anything reads p beyond that: dense masses, confidence, top-p or skip thresholds, raw
   /// weights, or a user stage.
   bool top_k_only = true;
+
+  /// What both `*this` and `other` need.
+  constexpr scoring_needs operator|(const scoring_needs& other) const noexcept {
+    return {column_mass || other.column_mass, dense_mass || other.dense_mass, top_k_only && other.top_k_only};
+  }
 };
 
-template <routing_policy Policy>
+/// The needs of a stage that sums a column mass through `gate` (only sparse gates cancel
+/// the softmax denominator).
+constexpr scoring_needs needs_of_gate(column_mass gate, bool reads_column_mass) noexcept {
+  return {reads_column_mass, gate == column_mass::dense, gate != column_mass::dense};
+}
+
+/// A stage's needs: its own `needs()`, else everything (a user stage may read anything).
+template <class Stage>
+constexpr scoring_needs needs_of_stage(const Stage& stage) noexcept {
+  if constexpr (requires {
+                  { stage.needs() } -> std::same_as<scoring_needs>;
+                }) {
+    return stage.needs();
+  } else if constexpr (requires {
+                         { stage.gate } -> std::convertible_to<column_mass>;
+                       }) {
+    return {true, stage.gate == column_mass::dense, false};
+  } else {
+    return {true, false, false};
+  }
+}
+
+/// A policy's needs (a compiled pipeline or the runtime form): the union of its stages'.
+template <class Policy>
 constexpr scoring_needs scoring_needs_of(const Policy& policy) {
   scoring_needs needs;
-  policy.for_each_stage([&](const auto& stage) {
-    using stage_type = std::remove_cvref_t<decltype(stage)>;
-    if constexpr (requires { stage.gate; }) {
-      needs.dense_mass = needs.dense_mass || stage.gate == column_mass::dense;
-      needs.top_k_only = needs.top_k_only && stage.gate != column_mass::dense;  // sparse gates cancel it
-    }
-    if constexpr (std::is_same_v<stage_type, topk_union>) {
-    } else if constexpr (std::is_same_v<stage_type, prune>) {
-      needs.top_k_only = needs.top_k_only && stage.top_p >= 1.0f && stage.skip_ratio <= 0.0f;
-    } else if constexpr (std::is_same_v<stage_type, refine>) {
-      needs.top_k_only = needs.top_k_only && stage.weights == weighting::renormalize;
-    } else if constexpr (std::is_same_v<stage_type, per_request>) {
-      // Sums its own per-request masses from the top-k gates.
-    } else if constexpr (std::is_same_v<stage_type, greedy_mass> || std::is_same_v<stage_type, ep_fill> ||
-                         std::is_same_v<stage_type, vote_drop>) {
-      needs.column_mass = true;
-    } else {
-      // confidence_keep reads the candidate total; user stages may read anything.
-      needs.column_mass = true;
-      needs.top_k_only = false;
-    }
-  });
+  policy.for_each_stage([&](const auto& stage) { needs = needs | needs_of_stage(stage); });
   return needs;
 }
 

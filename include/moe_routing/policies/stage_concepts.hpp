@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/status.hpp"
 
 namespace moe_routing {
@@ -18,25 +19,31 @@ enum class stage_role : std::uint8_t {
   assignment,  ///< gives each token its experts A_i from S; must come last
 };
 
-/// Which per-token gate the column mass c[e] sums (SPEC section 3).
-enum class column_mass : std::uint8_t {
-  sparse,  ///< p renormalised over the token's top-k, 0 elsewhere (XShare section 2.2)
-  dense,   ///< p itself
+/// How the assignment stage turns the p of a token's experts into weights (SPEC section 3).
+enum class weighting : std::uint8_t {
+  renormalize,  ///< w = p / sum of p over A_i (norm_topk_prob)
+  raw,          ///< w = p
+};
+
+/// What a set stage does to S. The policy checks read it: a stage that replaces S would
+/// drop the experts an earlier stage guaranteed.
+enum class set_effect : std::uint8_t {
+  adds,      ///< only adds experts (and may guarantee some)
+  removes,   ///< only removes experts that were not guaranteed
+  replaces,  ///< builds S anew
 };
 
 /// Shape facts a policy is checked against when it is first bound to a batch.
 struct binding_shape {
-  int experts = 0;        ///< E
-  int top_k = 0;          ///< the model's top-k: the plan's row width
+  int experts = 0;  ///< E
+  int top_k = 0;    ///< the model's top-k: the plan's row width
   bool has_placement = false;
 };
 
 /// The shape check shared by every stage parameter that counts experts per token.
-constexpr status check_at_most_top_k(const char* parameter, int value,
-                                     const binding_shape& shape) noexcept {
+constexpr status check_at_most_top_k(const char* parameter, int value, const binding_shape& shape) noexcept {
   if (value > shape.top_k) {
-    return fail(errc::invalid_parameter, parameter, value, "must be at most the model's", "top_k",
-                shape.top_k);
+    return fail(errc::invalid_parameter, parameter, value, "must be at most the model's", "top_k", shape.top_k);
   }
   return {};
 }
@@ -44,12 +51,12 @@ constexpr status check_at_most_top_k(const char* parameter, int value,
 template <class Stage>
 concept set_stage = std::is_trivially_copyable_v<Stage> && requires {
   { Stage::role } -> std::convertible_to<stage_role>;
-} && (Stage::role == stage_role::set);
+} &&(Stage::role == stage_role::set);
 
 template <class Stage>
 concept assignment_stage = std::is_trivially_copyable_v<Stage> && requires {
   { Stage::role } -> std::convertible_to<stage_role>;
-} && (Stage::role == stage_role::assignment);
+} &&(Stage::role == stage_role::assignment);
 
 template <class Stage>
 concept routing_stage = set_stage<Stage> || assignment_stage<Stage>;
@@ -64,30 +71,24 @@ constexpr bool is_decode_only() noexcept {
   }
 }
 
-/// A stage's own parameter check, or ok when it declares none.
+/// What the stage does to S; a user stage that does not say is taken to only add.
 template <class Stage>
-constexpr status validate_stage(const Stage& stage) noexcept {
-  if constexpr (requires { { stage.validate() } -> std::same_as<status>; }) {
-    return stage.validate();
+constexpr set_effect effect_on_selection() noexcept {
+  if constexpr (requires {
+                  { Stage::effect } -> std::convertible_to<set_effect>;
+                }) {
+    return Stage::effect;
   } else {
-    return {};
-  }
-}
-
-/// A stage's shape check, or ok when it declares none.
-template <class Stage>
-constexpr status bind_stage(const Stage& stage, const binding_shape& shape) noexcept {
-  if constexpr (requires { { stage.bind(shape) } -> std::same_as<status>; }) {
-    return stage.bind(shape);
-  } else {
-    return {};
+    return set_effect::adds;
   }
 }
 
 /// Leading ranks of every token that the stage guarantees (prune, per_request), else 0.
 template <class Stage>
 constexpr int guaranteed_depth(const Stage& stage) noexcept {
-  if constexpr (requires { { stage.guaranteed_depth() } -> std::convertible_to<int>; }) {
+  if constexpr (requires {
+                  { stage.guaranteed_depth() } -> std::convertible_to<int>;
+                }) {
     return stage.guaranteed_depth();
   } else {
     return 0;
@@ -98,7 +99,9 @@ constexpr int guaranteed_depth(const Stage& stage) noexcept {
 /// S non-empty. The first set stage of a policy must (SPEC section 3).
 template <class Stage>
 constexpr bool seeds_selection(const Stage& stage) noexcept {
-  if constexpr (requires { { stage.seeds_selection() } -> std::convertible_to<bool>; }) {
+  if constexpr (requires {
+                  { stage.seeds_selection() } -> std::convertible_to<bool>;
+                }) {
     return stage.seeds_selection();
   } else {
     return true;  // a user stage is trusted; route reports an empty S at run time

@@ -34,7 +34,9 @@ class random_bits {
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   /// Approximately standard normal: the sum of four uniforms, centred and scaled to
   /// unit variance (exact arithmetic, so the same on every platform).
-  double normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772; }  // no sum follows
+  double normal() {
+    return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772;
+  }  // no sum follows
   /// Uniform integer in [0, bound).
   std::uint64_t below(std::uint64_t bound) { return next() % bound; }
 

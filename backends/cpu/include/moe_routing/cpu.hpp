@@ -3,3 +3,4 @@
 /// The CPU backend: `moe_routing::cpu::route` and `moe_routing::cpu::router`.
 
 #include "moe_routing/cpu/route.hpp"
+#include "moe_routing/cpu/router.hpp"

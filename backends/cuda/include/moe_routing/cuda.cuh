@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The CUDA backend's routing: `moe_routing::cuda::route` on device pointers (CUDA runtime,
-/// CUB). The reference executor on cuBLAS is `moe_routing/cuda/moe_forward.cuh`.
+/// CUB). The reference executor on cuBLAS is `moe_routing/cuda/executor/moe_forward.cuh`.
 
 #include "moe_routing/cuda/cuda_status.cuh"
 #include "moe_routing/cuda/route.cuh"

@@ -33,8 +33,8 @@ class workspace {
   /// routing_error naming the size when one is out of range, before allocating.
   void reserve(workspace_shape shape) {
     throw_if_failed(validate_workspace_shape(shape));
-    if (shape.max_tokens <= shape_.max_tokens && shape.experts <= shape_.experts &&
-        shape.top_k <= shape_.top_k && !top_ids.empty()) {
+    if (shape.max_tokens <= shape_.max_tokens && shape.experts <= shape_.experts && shape.top_k <= shape_.top_k &&
+        !top_ids.empty()) {
       return;
     }
     shape_ = shape;

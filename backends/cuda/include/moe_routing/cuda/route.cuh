@@ -29,9 +29,10 @@
 #include "moe_routing/core/batch.hpp"
 #include "moe_routing/core/workspace_shape.hpp"
 #include "moe_routing/cuda/cuda_status.cuh"
-#include "moe_routing/cuda/route_kernels.cuh"
+#include "moe_routing/cuda/kernels/route_kernels.cuh"
 #include "moe_routing/cuda/workspace.cuh"
 #include "moe_routing/plan/routing_plan.hpp"
+#include "moe_routing/policies/builtin_stages.hpp"
 #include "moe_routing/policies/policy_checks.hpp"
 #include "moe_routing/policies/runtime_policy.hpp"
 #include "moe_routing/policies/scoring_needs.hpp"
@@ -64,32 +65,33 @@ inline row_offsets row_offsets_at(int experts, std::int64_t first_row) {
 }
 
 /// Sorts every row's E keys descending (the rows are the segments).
-inline cudaError_t sort_rows(void* scratch, std::size_t& scratch_bytes, const rank_key* in, rank_key* out, int n, int experts,
-                             cudaStream_t stream) {
+inline cudaError_t sort_rows(void* scratch, std::size_t& scratch_bytes, const rank_key* in, rank_key* out, int n,
+                             int experts, cudaStream_t stream) {
   return cub::DeviceSegmentedSort::SortKeysDescending(scratch, scratch_bytes, in, out,
                                                       static_cast<std::int64_t>(n) * experts, n,
                                                       row_offsets_at(experts, 0), row_offsets_at(experts, 1), stream);
 }
 
-/// The stage program the kernels run: the policy in its runtime form, with decode-only
-/// policies replaced by vanilla top-k in prefill (as the CPU backend does).
+/// True when every set stage of the policy is built in (it then has a runtime form).
+template <class Policy>
+struct only_builtin_stages : std::true_type {};  // the runtime form
+template <class... Stages>
+struct only_builtin_stages<pipeline<Stages...>>
+    : std::bool_constant<((!set_stage<Stages> || builtin_set_stage<Stages>)&&...)> {};
+
+/// The set stages the kernels run: the runtime form of a policy of built-in stages (one
+/// kernel instantiation for all of them), else the compiled pipeline itself.
 template <routing_policy Policy>
-runtime_policy program_of(const Policy& policy, phase step) {
-  runtime_policy program;
+auto program_of(const Policy& policy) {
+  static_assert(std::is_same_v<decltype(assignment_of(policy)), refine>,
+                "The CUDA backend implements the refine assignment stage only.");
   if constexpr (std::is_same_v<Policy, runtime_policy>) {
-    program = policy;
+    return policy;
+  } else if constexpr (only_builtin_stages<Policy>::value) {
+    return to_runtime_policy(policy);
   } else {
-    static_assert(compiled_policy<Policy>,
-                  "The CUDA backend runs the built-in stages only; a user stage has no device code.");
-    program = to_runtime_policy(policy);
+    return policy;
   }
-  if (step == phase::prefill && has_decode_only_stage(policy)) {
-    program.set_stage_count = 1;
-    program.set_stages[0] = make_any_stage(topk_union{});
-    program.assignment.k = 0;
-    program.assignment.max_rank = max_experts;
-  }
-  return program;
 }
 
 template <score_element Element>
@@ -127,13 +129,16 @@ template <routing_policy Policy, score_element Element>
                            route_path path = route_path::automatic) {
   MOE_ROUTING_TRY(detail::check_call(batch, plan, ws));
   MOE_ROUTING_TRY(bind_policy(policy, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr}));
-  detail::route_call<Element> call{batch, plan, ws.arrays(), detail::program_of(policy, batch.step), {}};
-  call.needs = scoring_needs_of(call.program);
+  const auto program = detail::program_of(policy);
+  const bool as_vanilla = routes_as_vanilla(policy, batch.step);
+  const refine assignment = as_vanilla ? vanilla_assignment(assignment_of(policy)) : assignment_of(policy);
+  const detail::route_call<Element, std::remove_const_t<decltype(program)>> call{
+      batch, plan, ws.arrays(), program, assignment, as_vanilla, scoring_needs_of(policy)};
   const int n = batch.tokens();
   // An empty batch always takes the fused kernel: a grid of zero blocks is a launch error.
   const bool fused = n == 0 || path == route_path::fused || (path == route_path::automatic && n <= fused_max_tokens);
   if (fused) {
-    detail::fused_route_kernel<Element><<<1, detail::block_threads, 0, stream>>>(call);
+    detail::fused_route_kernel<<<1, detail::block_threads, 0, stream>>>(call);
     return cuda_status(cudaGetLastError(), "fused_route_kernel launch");
   }
   const device_workspace& arrays = ws.arrays();
@@ -143,23 +148,24 @@ template <routing_policy Policy, score_element Element>
                 "must be at least segmented_sort_bytes(shape) for route_path::segmented_sort");
   }
   MOE_ROUTING_CUDA_TRY(cudaMemsetAsync(arrays.zeroed_begin, 0, arrays.zeroed_bytes, stream));
-  const int token_blocks = (n + detail::token_block_threads / detail::warp_lanes - 1) /
-                           (detail::token_block_threads / detail::warp_lanes);
+  const int token_blocks =
+      (n + detail::token_block_threads / detail::warp_lanes - 1) / (detail::token_block_threads / detail::warp_lanes);
   if (path == route_path::segmented_sort) {
-    detail::row_keys_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call, sort.keys_in);
+    detail::row_keys_kernel<<<token_blocks, detail::token_block_threads, 0, stream>>>(call, sort.keys_in);
     MOE_ROUTING_CUDA_TRY(cudaGetLastError());
     std::size_t scratch_bytes = sort.scratch_bytes;
-    MOE_ROUTING_CUDA_TRY(detail::sort_rows(sort.scratch, scratch_bytes, sort.keys_in, sort.keys_out, n, batch.experts(), stream));
-    detail::top_from_sorted_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call, sort.keys_out);
+    MOE_ROUTING_CUDA_TRY(
+        detail::sort_rows(sort.scratch, scratch_bytes, sort.keys_in, sort.keys_out, n, batch.experts(), stream));
+    detail::top_from_sorted_kernel<<<token_blocks, detail::token_block_threads, 0, stream>>>(call, sort.keys_out);
   } else {
-    detail::score_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
+    detail::score_kernel<<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
   }
   MOE_ROUTING_CUDA_TRY(cudaGetLastError());
-  detail::select_kernel<Element><<<1, detail::block_threads, 0, stream>>>(call);
+  detail::select_kernel<<<1, detail::block_threads, 0, stream>>>(call);
   MOE_ROUTING_CUDA_TRY(cudaGetLastError());
-  detail::assign_kernel<Element><<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
+  detail::assign_kernel<<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
   MOE_ROUTING_CUDA_TRY(cudaGetLastError());
-  detail::finish_kernel<Element><<<1, detail::block_threads, 0, stream>>>(call);
+  detail::finish_kernel<<<1, detail::block_threads, 0, stream>>>(call);
   return cuda_status(cudaGetLastError(), "finish_kernel launch");
 }
 

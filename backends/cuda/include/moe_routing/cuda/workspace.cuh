@@ -30,21 +30,21 @@ inline constexpr int set_words = max_experts / 32;
 /// the start of every call; everything else is written before it is read.
 struct device_workspace {
   // per token
-  std::int32_t* top_ids = nullptr;  ///< [n, k] topk_i in rank order
-  float* top_p = nullptr;           ///< [n, k] their p
-  float* top_gate = nullptr;        ///< [n, k] their sparse top-k gates
-  row_stats* stats = nullptr;       ///< [n]
-  std::int32_t* depth = nullptr;    ///< [n] guaranteed ranks
+  std::int32_t* top_ids = nullptr;       ///< [n, k] topk_i in rank order
+  float* top_p = nullptr;                ///< [n, k] their p
+  float* top_gate = nullptr;             ///< [n, k] their sparse top-k gates
+  row_stats* stats = nullptr;            ///< [n]
+  std::int32_t* depth = nullptr;         ///< [n] guaranteed ranks
   std::int64_t* request_mass = nullptr;  ///< [request_warps, E] per_request scratch
   // zeroed per call
-  std::int64_t* sparse_mass = nullptr;   ///< [E]
-  std::int64_t* dense_mass = nullptr;    ///< [E]
-  std::int32_t* votes = nullptr;         ///< [E]
-  std::int32_t* expert_tokens = nullptr; ///< [E] used when the plan has none
-  std::uint32_t* selected = nullptr;     ///< [set_words] S
-  std::uint32_t* guaranteed = nullptr;   ///< [set_words]
-  std::uint32_t* active = nullptr;       ///< [set_words]
-  std::int32_t* error = nullptr;         ///< [1] first device-side input error (errc), 0 = none
+  std::int64_t* sparse_mass = nullptr;    ///< [E]
+  std::int64_t* dense_mass = nullptr;     ///< [E]
+  std::int32_t* votes = nullptr;          ///< [E]
+  std::int32_t* expert_tokens = nullptr;  ///< [E] used when the plan has none
+  std::uint32_t* selected = nullptr;      ///< [set_words] S
+  std::uint32_t* guaranteed = nullptr;    ///< [set_words]
+  std::uint32_t* active = nullptr;        ///< [set_words]
+  std::int32_t* error = nullptr;          ///< [1] first device-side input error (errc), 0 = none
   void* zeroed_begin = nullptr;
   std::size_t zeroed_bytes = 0;
 };
@@ -146,7 +146,8 @@ class workspace {
       sort_ = {};
       return;
     }
-    sort_ = {reinterpret_cast<rank_key*>(base), reinterpret_cast<rank_key*>(base + keys), base + 2 * keys, bytes - 2 * keys};
+    sort_ = {reinterpret_cast<rank_key*>(base), reinterpret_cast<rank_key*>(base + keys), base + 2 * keys,
+             bytes - 2 * keys};
   }
 
   const workspace_shape& shape() const noexcept { return shape_; }

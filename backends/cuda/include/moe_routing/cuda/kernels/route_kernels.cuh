@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "moe_routing/cuda/block_sets.cuh"
-#include "moe_routing/cuda/warp_row.cuh"
+#include "moe_routing/cuda/kernels/warp_row.cuh"
+#include "moe_routing/cuda/stages/set_stages.cuh"
 #include "moe_routing/cuda/workspace.cuh"
 #include "moe_routing/plan/routing_plan.hpp"
 #include "moe_routing/policies/runtime_policy.hpp"
@@ -20,12 +20,17 @@ namespace moe_routing::cuda::detail {
 enum input_error : std::int32_t { no_input_error = 0, bad_segments = 1, bad_placement = 2 };
 
 /// Everything a kernel of the call reads, passed by value.
-template <score_element Element>
+/// `Program` is the policy the set stages run: its runtime form, or a compiled pipeline
+/// that holds a user stage (which has no runtime form).
+template <score_element Element, class Program = runtime_policy>
 struct route_call {
+  using element = Element;
   routing_batch<Element> batch;
   plan_view plan;
   device_workspace ws;
-  runtime_policy program;  ///< set stages and the assignment, built-in stages only
+  Program program;          ///< the set stages
+  refine assignment;        ///< the assignment stage (vanilla's in prefill for a decode-only policy)
+  bool as_vanilla = false;  ///< prefill of a decode-only policy: topk_union instead of the set stages
   scoring_needs needs;
 };
 
@@ -34,26 +39,14 @@ inline constexpr int token_block_threads = 256;
 
 /// Writes a token's topk_i (ids in rank order, their p and input values) with its sparse
 /// gates, and adds its share of the sparse column mass and votes. Every lane calls it.
-template <score_element Element>
-__device__ void record_top_k(const route_call<Element>& c, int token, const std::int32_t* ids, const float* top_p,
+template <class Call>
+__device__ void record_top_k(const Call& c, int token, const std::int32_t* ids, const float* top_p,
                              const float* top_x) {
   const int lane = lane_id();
   const int k = c.plan.top_k;
   const device_workspace& ws = c.ws;
   float gates[max_top_k];
-  // The CPU's gates: softmax rows without a bias use exp(x_j - x_top1), so the denominator
-  // cancels exactly.
-  // With a bias the top-ranked logit need not be the largest: such rows take their p.
-  if (c.batch.softmax_by_logits() && isfinite(top_x[0])) {
-    row_stats unit;
-    unit.max_logit = top_x[0];
-    unit.denominator = 1.0f;
-    float relative[max_top_k];
-    for (int j = 0; j < k; ++j) relative[j] = probability_of(scoring::softmax, top_x[j], unit);
-    sparse_gates(relative, k, gates);
-  } else {
-    sparse_gates(top_p, k, gates);
-  }
+  top_k_gates(c.batch.softmax_by_logits(), top_x, top_p, k, gates);
   if (lane == 0) {
     for (int j = 0; j < k; ++j) {
       ws.top_ids[token * k + j] = ids[j];
@@ -71,10 +64,10 @@ __device__ void record_top_k(const route_call<Element>& c, int token, const std:
 
 /// Scores a valid token's row into `row`, stores its statistics, and adds its dense mass
 /// when the policy reads it. Every lane calls it.
-template <score_element Element>
-__device__ void score_valid_row(const route_call<Element>& c, int token, lane_row& row) {
-  const bool denominator_free = c.needs.top_k_only && c.batch.softmax_by_logits();
-  const row_stats stats = score_row_on_warp(c.batch, token, denominator_free, row);
+template <class Call>
+__device__ void score_valid_row(const Call& c, int token, lane_row& row) {
+  const bool top_k_only = c.needs.top_k_only && c.batch.softmax_by_logits();
+  const row_stats stats = score_row_on_warp(c.batch, token, top_k_only, row);
   if (lane_id() == 0) c.ws.stats[token] = stats;
   if (c.needs.column_mass && c.needs.dense_mass) {
     for (int i = 0; i < row.count; ++i) {
@@ -86,8 +79,8 @@ __device__ void score_valid_row(const route_call<Element>& c, int token, lane_ro
 
 /// Scoring pass of one token (SPEC sections 1-2): topk_i with p and sparse gates by warp
 /// selection, the row statistics, and the token's share of the column masses and votes.
-template <score_element Element>
-__device__ void score_token(const route_call<Element>& c, int token, lane_row& row) {
+template <class Call>
+__device__ void score_token(const Call& c, int token, lane_row& row) {
   if (lane_id() == 0) c.ws.depth[token] = 0;
   if (!c.batch.is_valid(token)) return;
   score_valid_row(c, token, row);
@@ -117,79 +110,85 @@ __device__ inline rank_key kth_largest_key(const lane_row& row, int rank) {
   return result;
 }
 
-/// `refine` for one token (SPEC section 3): A_i, its weights and its padding.
-template <score_element Element>
-__device__ void assign_token(const route_call<Element>& c, const std::uint32_t* selected, int token, lane_row& row) {
-  const int lane = lane_id();
+/// The empty row of an invalid token. Every lane calls it.
+template <class Call>
+__device__ void write_invalid_row(const Call& c, int token) {
   const int width = c.plan.top_k;
-  const refine& stage = c.program.assignment;
-  const device_workspace& ws = c.ws;
-  std::int32_t* ids_out = c.plan.ids + static_cast<std::size_t>(token) * width;
-  float* weights_out = c.plan.weights + static_cast<std::size_t>(token) * width;
-  const int sentinel = c.plan.pad.sentinel_value;
+  for (int j = lane_id(); j < width; j += warp_lanes) {
+    c.plan.ids[static_cast<std::size_t>(token) * width + j] = c.plan.pad.sentinel_value;
+    c.plan.weights[static_cast<std::size_t>(token) * width + j] = 0.0f;
+  }
+  if (lane_id() == 0) {
+    c.plan.counts[token] = 0;
+    if (c.plan.guaranteed != nullptr) c.plan.guaranteed[token] = 0;
+  }
+}
+
+/// refine's search of S past a token's stored top-k: the row ranked again, then its best
+/// `k` members of S below `max_rank`, else S's best member alone; ids and p. Returns the count.
+template <class Call>
+__device__ int search_past_top_k(const Call& c, const std::uint32_t* selected, int token, lane_row& row,
+                                 std::int32_t* ids, float* p) {
+  const int lane = lane_id();
+  const int experts = c.batch.experts();
+  const int k = c.assignment.effective_k(c.plan.top_k);
+  const int max_rank = c.assignment.rank_limit(experts);
+  const auto* input = c.batch.scores.row(token);
+  if (c.batch.ranks_by_input() && !c.batch.groups.enabled()) {
+    row.count = 0;
+    for (int e = lane; e < experts; e += warp_lanes) row.keys[row.count++] = make_rank_key(to_float(input[e]), e);
+  } else {
+    (void)score_row_on_warp(c.batch, token, false, row);
+  }
+  const rank_key threshold = max_rank < experts ? kth_largest_key(row, max_rank) : 0;
+  const auto in_s = [&](int slot) { return has(selected, lane + slot * warp_lanes); };
+  int count = 0;
+  rank_key below = ~rank_key{0};
+  for (int j = 0; j < k; ++j) {
+    below = next_key_below(row, below, [&](int slot) { return in_s(slot) && row.keys[slot] >= threshold; });
+    if (below == 0) break;
+    ids[count++] = expert_of(below);
+  }
+  if (count == 0) {
+    const rank_key best = next_key_below(row, ~rank_key{0}, in_s);
+    if (best != 0) ids[count++] = expert_of(best);
+  }
+  for (int j = 0; j < count; ++j) p[j] = probability_of(c.batch.mode, to_float(input[ids[j]]), c.ws.stats[token]);
+  return count;
+}
+
+/// `refine` for one token (SPEC section 3): A_i, its weights and its padding. Every lane
+/// calls it; every lane computes the same A_i, so the branches are uniform.
+template <class Call>
+__device__ void assign_token(const Call& c, const std::uint32_t* selected, int token, lane_row& row) {
   if (!c.batch.is_valid(token)) {
-    for (int j = lane; j < width; j += warp_lanes) {
-      ids_out[j] = sentinel;
-      weights_out[j] = 0.0f;
-    }
-    if (lane == 0) {
-      c.plan.counts[token] = 0;
-      if (c.plan.guaranteed != nullptr) c.plan.guaranteed[token] = 0;
-    }
+    write_invalid_row(c, token);
     return;
   }
-  const int experts = c.batch.experts();
-  const int k = stage.effective_k(width);
-  const int max_rank = stage.max_rank < experts ? stage.max_rank : experts;
-  const std::int32_t* top = ws.top_ids + token * width;
-  const float* top_p = ws.top_p + token * width;
+  const int width = c.plan.top_k;
+  const refine& stage = c.assignment;
+  const device_workspace& ws = c.ws;
   std::int32_t ids[max_top_k];
   float p[max_top_k];
-  int count = 0;
-  const int stored = max_rank < width ? max_rank : width;
-  for (int j = 0; j < stored && count < k; ++j) {  // every lane alike: the branch below is uniform
-    if (has(selected, top[j])) {
-      ids[count] = top[j];
-      p[count++] = top_p[j];
-    }
-  }
-  if (!(count == k || (count > 0 && max_rank <= width))) {
-    // Ranks beyond the stored top-k matter: rank the row again and pick from S.
-    if (c.batch.ranks_by_input() && !c.batch.groups.enabled()) {
-      const Element* input = c.batch.scores.row(token);
-      row.count = 0;
-      for (int e = lane; e < experts; e += warp_lanes) row.keys[row.count++] = make_rank_key(to_float(input[e]), e);
-    } else {
-      (void)score_row_on_warp(c.batch, token, false, row);
-    }
-    const rank_key threshold = max_rank < experts ? kth_largest_key(row, max_rank) : 0;
-    const auto in_s = [&](int slot) { return has(selected, lane + slot * warp_lanes); };
-    count = 0;
-    rank_key below = ~rank_key{0};
-    for (int j = 0; j < k; ++j) {
-      below = next_key_below(row, below, [&](int slot) { return in_s(slot) && row.keys[slot] >= threshold; });
-      if (below == 0) break;
-      ids[count++] = expert_of(below);
-    }
-    if (count == 0) {
-      const rank_key best = next_key_below(row, ~rank_key{0}, in_s);
-      if (best != 0) ids[count++] = expert_of(best);
-    }
-    const Element* input = c.batch.scores.row(token);
-    for (int j = 0; j < count; ++j) p[j] = probability_of(c.batch.mode, to_float(input[ids[j]]), ws.stats[token]);
-  }
+  int count = stage.take_from_top_k(
+      ws.top_ids + token * width, ws.top_p + token * width, width, c.batch.experts(),
+      [&](int e) { return has(selected, e); }, ids, p);
+  if (stage.searches_past_top_k(count, width, c.batch.experts()))
+    count = search_past_top_k(c, selected, token, row, ids, p);
   float weights[max_top_k];
   stage.weigh(p, count, weights);
-  for (int j = lane; j < width; j += warp_lanes) {
+  std::int32_t* ids_out = c.plan.ids + static_cast<std::size_t>(token) * width;
+  float* weights_out = c.plan.weights + static_cast<std::size_t>(token) * width;
+  for (int j = lane_id(); j < width; j += warp_lanes) {
     const bool assigned = j < count;
-    ids_out[j] = assigned ? ids[j] : (c.plan.pad.kind == padding_kind::repeat && count > 0 ? ids[0] : sentinel);
+    ids_out[j] = assigned ? ids[j] : padding_id(c.plan.pad, count, ids[0]);
     weights_out[j] = assigned ? weights[j] : 0.0f;
     if (assigned) {
       atomicOr(ws.active + (ids[j] >> 5), 1u << (ids[j] & 31));
       if (c.plan.expert_tokens != nullptr) atomicAdd(c.plan.expert_tokens + ids[j], 1);
     }
   }
-  if (lane == 0) {
+  if (lane_id() == 0) {
     c.plan.counts[token] = count;
     if (c.plan.guaranteed != nullptr) c.plan.guaranteed[token] = ws.depth[token];
   }
@@ -197,8 +196,8 @@ __device__ void assign_token(const route_call<Element>& c, const std::uint32_t* 
 
 /// Clears the per-call accumulators (the memset of the multi-kernel path) and the plan's
 /// per-expert counts. One block.
-template <score_element Element>
-__device__ void clear_accumulators(const route_call<Element>& c, bool workspace_too) {
+template <class Call>
+__device__ void clear_accumulators(const Call& c, bool workspace_too) {
   if (workspace_too) {
     auto* words = static_cast<std::uint32_t*>(c.ws.zeroed_begin);
     for (std::size_t i = threadIdx.x; i < c.ws.zeroed_bytes / 4; i += blockDim.x) words[i] = 0;
@@ -210,21 +209,20 @@ __device__ void clear_accumulators(const route_call<Element>& c, bool workspace_
 
 /// Checks the optional arrays the host could not read; on failure records which and
 /// returns false (the stages then leave S empty and every row empty). One block.
-template <score_element Element>
-__device__ bool inputs_valid(const route_call<Element>& c, block_sets& sh) {
-  const routing_batch<Element>& batch = c.batch;
+template <class Call>
+__device__ bool inputs_valid(const Call& c, block_sets& sh) {
+  const auto& batch = c.batch;
   if (threadIdx.x == 0) {
     sh.flag = no_input_error;
-    if (batch.segments != nullptr) {
-      bool ok = batch.segments[0] == 0 && batch.segments[batch.request_count] == batch.tokens();
-      for (int r = 0; r < batch.request_count && ok; ++r) ok = batch.segments[r + 1] >= batch.segments[r];
-      if (!ok) sh.flag = bad_segments;
+    if (batch.segments != nullptr &&
+        check_segments(batch.segments, batch.request_count, batch.tokens()).fault != segments_fault::none) {
+      sh.flag = bad_segments;
     }
   }
   __syncthreads();
   if (batch.placement != nullptr) {
     for (int e = static_cast<int>(threadIdx.x); e < batch.experts(); e += blockDim.x) {
-      if (batch.placement[e] < 0 || batch.placement[e] >= batch.device_count) atomicCAS(&sh.flag, 0, bad_placement);
+      if (!is_device_of_placement(batch.placement[e], batch.device_count)) atomicCAS(&sh.flag, 0, bad_placement);
     }
   }
   __syncthreads();
@@ -235,8 +233,8 @@ __device__ bool inputs_valid(const route_call<Element>& c, block_sets& sh) {
 }
 
 /// Writes the plan summary (SPEC section 4) and pads the rows of invalid tokens. One block.
-template <score_element Element>
-__device__ void finish_plan(const route_call<Element>& c, const std::uint32_t* selected, block_sets& sh) {
+template <class Call>
+__device__ void finish_plan(const Call& c, const std::uint32_t* selected, block_sets& sh) {
   plan_summary& summary = *c.plan.summary;
   const std::uint32_t* active = c.ws.active;
   for (int w = static_cast<int>(threadIdx.x); w < expert_set::word_count; w += blockDim.x) {
@@ -269,7 +267,7 @@ __device__ void finish_plan(const route_call<Element>& c, const std::uint32_t* s
   __syncthreads();
   if (c.plan.pad.kind != padding_kind::repeat) return;
   // Rows of invalid tokens repeat the batch's lowest active expert (no extra load).
-  const int fill = sh.count >= 0 ? sh.count : c.plan.pad.sentinel_value;
+  const int fill = empty_row_id(c.plan.pad, sh.count);
   const int width = c.plan.top_k;
   for (int token = static_cast<int>(threadIdx.x); token < c.batch.tokens(); token += blockDim.x) {
     if (c.plan.counts[token] != 0) continue;
@@ -280,10 +278,11 @@ __device__ void finish_plan(const route_call<Element>& c, const std::uint32_t* s
 __device__ inline int warp_index() { return static_cast<int>(threadIdx.x) / warp_lanes; }
 
 /// S in `sh.selected`: the set stages in order, or empty when an input array is bad.
-template <score_element Element>
-__device__ void select_experts(const route_call<Element>& c, block_sets& sh) {
+template <class Call>
+__device__ void select_experts(const Call& c, block_sets& sh) {
   if (inputs_valid(c, sh)) {
-    run_set_stages(c.program, sh, stage_inputs<Element>{c.batch, c.ws, c.plan.top_k});
+    block_stage_context<typename Call::element> context(c.batch, c.ws, c.plan.top_k, sh);
+    run_set_stages(c.program, c.as_vanilla, context);
     return;
   }
   for (int w = static_cast<int>(threadIdx.x); w < set_words; w += blockDim.x) sh.selected[w] = 0;
@@ -291,8 +290,8 @@ __device__ void select_experts(const route_call<Element>& c, block_sets& sh) {
 }
 
 /// Decode path: the whole call in one block of `block_threads`, one launch, no memset.
-template <score_element Element>
-__global__ void __launch_bounds__(block_threads) fused_route_kernel(const route_call<Element> c) {
+template <class Call>
+__global__ void __launch_bounds__(block_threads) fused_route_kernel(const Call c) {
   __shared__ block_sets sh;
   lane_row row;
   const int warps = static_cast<int>(blockDim.x) / warp_lanes;
@@ -308,8 +307,8 @@ __global__ void __launch_bounds__(block_threads) fused_route_kernel(const route_
 }
 
 /// Large-batch path, step 1: one warp per token.
-template <score_element Element>
-__global__ void __launch_bounds__(token_block_threads) score_kernel(const route_call<Element> c) {
+template <class Call>
+__global__ void __launch_bounds__(token_block_threads) score_kernel(const Call c) {
   lane_row row;
   const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
   if (token < c.batch.tokens()) score_token(c, token, row);
@@ -317,8 +316,8 @@ __global__ void __launch_bounds__(token_block_threads) score_kernel(const route_
 
 /// Segmented-sort path, step 1a: one warp per token scores its row and writes all E rank
 /// keys (a segment of `keys`) for `cub::DeviceSegmentedSort`.
-template <score_element Element>
-__global__ void __launch_bounds__(token_block_threads) row_keys_kernel(const route_call<Element> c, rank_key* keys) {
+template <class Call>
+__global__ void __launch_bounds__(token_block_threads) row_keys_kernel(const Call c, rank_key* keys) {
   lane_row row;
   const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
   if (token >= c.batch.tokens()) return;
@@ -330,12 +329,12 @@ __global__ void __launch_bounds__(token_block_threads) row_keys_kernel(const rou
 }
 
 /// Step 1b (after the sort): topk_i is the first k keys of each sorted segment.
-template <score_element Element>
-__global__ void __launch_bounds__(token_block_threads) top_from_sorted_kernel(const route_call<Element> c, const rank_key* sorted) {
+template <class Call>
+__global__ void __launch_bounds__(token_block_threads) top_from_sorted_kernel(const Call c, const rank_key* sorted) {
   const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
   if (token >= c.batch.tokens() || !c.batch.is_valid(token)) return;
   const rank_key* first = sorted + static_cast<std::size_t>(token) * c.batch.experts();
-  const Element* input = c.batch.scores.row(token);
+  const auto* input = c.batch.scores.row(token);
   std::int32_t ids[max_top_k];
   float top_p[max_top_k], top_x[max_top_k];
   for (int j = 0; j < c.plan.top_k; ++j) {
@@ -347,8 +346,8 @@ __global__ void __launch_bounds__(token_block_threads) top_from_sorted_kernel(co
 }
 
 /// Step 2: the set stages on one block; S goes to the workspace.
-template <score_element Element>
-__global__ void __launch_bounds__(block_threads) select_kernel(const route_call<Element> c) {
+template <class Call>
+__global__ void __launch_bounds__(block_threads) select_kernel(const Call c) {
   __shared__ block_sets sh;
   clear_accumulators(c, false);
   select_experts(c, sh);
@@ -356,16 +355,16 @@ __global__ void __launch_bounds__(block_threads) select_kernel(const route_call<
 }
 
 /// Step 3: one warp per token.
-template <score_element Element>
-__global__ void __launch_bounds__(token_block_threads) assign_kernel(const route_call<Element> c) {
+template <class Call>
+__global__ void __launch_bounds__(token_block_threads) assign_kernel(const Call c) {
   lane_row row;
   const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
   if (token < c.batch.tokens()) assign_token(c, c.ws.selected, token, row);
 }
 
 /// Step 4: the summary, on one block.
-template <score_element Element>
-__global__ void __launch_bounds__(block_threads) finish_kernel(const route_call<Element> c) {
+template <class Call>
+__global__ void __launch_bounds__(block_threads) finish_kernel(const Call c) {
   __shared__ block_sets sh;
   finish_plan(c, c.ws.selected, sh);
 }

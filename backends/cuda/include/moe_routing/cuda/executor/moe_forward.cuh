@@ -64,7 +64,7 @@ inline constexpr int max_rows_per_token = 64;
 
 /// counts[e] = assignments to expert e; counts[experts] = assignments whose id or row count
 /// is out of range (reported by moe_forward before anything reads them).
-__global__ void count_assignments_kernel(plan_view plan, int experts, int* counts) {
+static __global__ void count_assignments_kernel(plan_view plan, int experts, int* counts) {
   const int token = blockIdx.x * blockDim.x + threadIdx.x;
   if (token >= plan.tokens) return;
   const int count = plan.counts[token];
@@ -105,7 +105,8 @@ __global__ void gather_rows_kernel(const float* x, int d, plan_view plan, const 
 
 /// act[r][c] = silu(gate_up[r][c]) * gate_up[r][h + c] for rows [first, first + count).
 template <class Weight>
-__global__ void swiglu_kernel(const float* gate_up, int ld_gate_up, int first, int count, int h, Weight* act, int ld_act) {
+__global__ void swiglu_kernel(const float* gate_up, int ld_gate_up, int first, int count, int h, Weight* act,
+                              int ld_act) {
   const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<long long>(count) * h) return;
   const long long r = first + i / h;
@@ -117,15 +118,16 @@ __global__ void swiglu_kernel(const float* gate_up, int ld_gate_up, int first, i
 
 /// y[token] = sum over its slots of w * out[row], then + each shared expert's row; a token
 /// routed to nothing (padding) gets 0, as in the CPU executor.
-__global__ void combine_kernel(const float* out, int d, plan_view plan, const int* row_of_slot, int routed_rows,
-                               int shared_experts, float* y) {
+static __global__ void combine_kernel(const float* out, int d, plan_view plan, const int* row_of_slot, int routed_rows,
+                                      int shared_experts, float* y) {
   const int token = blockIdx.x;
   const int n = plan.tokens;
   const int shared = plan.counts[token] > 0 ? shared_experts : 0;
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     float sum = 0;
     for (int j = 0; j < plan.counts[token]; ++j) {
-      sum += plan.weights[token * plan.top_k + j] * out[static_cast<long long>(row_of_slot[token * plan.top_k + j]) * d + c];
+      sum += plan.weights[token * plan.top_k + j] *
+             out[static_cast<long long>(row_of_slot[token * plan.top_k + j]) * d + c];
     }
     for (int s = 0; s < shared; ++s) sum += out[static_cast<long long>(routed_rows + s * n + token) * d + c];
     y[static_cast<long long>(token) * d + c] = sum;
@@ -153,8 +155,9 @@ class executor_workspace {
     allocate(gate_up_, rows * 2 * static_cast<std::size_t>(width_));
     allocate(act_, rows * static_cast<std::size_t>(width_));
     allocate(out_, rows * static_cast<std::size_t>(shape.hidden));
-    throw_if_failed(cuda_status(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes_, counts_, offsets_, shape.experts + 1),
-                                "cub::DeviceScan::ExclusiveSum (size query)"));
+    throw_if_failed(
+        cuda_status(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes_, counts_, offsets_, shape.experts + 1),
+                    "cub::DeviceScan::ExclusiveSum (size query)"));
     allocate(scan_storage_, scan_bytes_);
     host_offsets_.resize(static_cast<std::size_t>(shape.experts) + 1);
     throw_if_failed(detail::cublas_status(cublasCreate(&handle_), "cublasCreate"));
@@ -190,7 +193,8 @@ class executor_workspace {
  private:
   template <class T>
   void allocate(T*& pointer, std::size_t count) {
-    throw_if_failed(cuda_status(cudaMalloc(reinterpret_cast<void**>(&pointer), (count > 0 ? count : 1) * sizeof(T)), "cudaMalloc"));
+    throw_if_failed(
+        cuda_status(cudaMalloc(reinterpret_cast<void**>(&pointer), (count > 0 ? count : 1) * sizeof(T)), "cudaMalloc"));
   }
   void allocate(void*& pointer, std::size_t bytes) {
     throw_if_failed(cuda_status(cudaMalloc(&pointer, bytes > 0 ? bytes : 1), "cudaMalloc"));
@@ -216,14 +220,15 @@ namespace detail {
 
 /// out[m x rows_out] (row-major, ld = ldc) = in[m x k] * W^T with W row-major [rows_out x k].
 template <score_element Weight>
-status project(cublasHandle_t handle, const Weight* w, int rows_out, int k, const Weight* in, int m, float* out, int ldc) {
+status project(cublasHandle_t handle, const Weight* w, int rows_out, int k, const Weight* in, int m, float* out,
+               int ldc) {
   const float one = 1.0f, zero = 0.0f;
   // Column-major view: out^T [rows_out x m] = W [rows_out x k] * in^T [k x m]; W's row-major
   // storage is W^T in column-major, hence op T on it.
-  return cublas_status(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, rows_out, m, k, &one, w, cuda_type<Weight>(), k, in,
-                                    cuda_type<Weight>(), k, &zero, out, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT),
-                       "cublasGemmEx");
+  return cublas_status(
+      cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, rows_out, m, k, &one, w, cuda_type<Weight>(), k, in,
+                   cuda_type<Weight>(), k, &zero, out, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
 }
 
 }  // namespace detail
@@ -232,8 +237,8 @@ status project(cublasHandle_t handle, const Weight* w, int rows_out, int k, cons
 /// plan's ids, weights and counts are device memory; `w`'s pointer tables are host arrays
 /// of device pointers. Checks shapes on the host first, with the CPU executor's messages.
 template <score_element Weight>
-[[nodiscard]] status moe_forward(const float* x, int n, const plan_view& plan, const expert_weights<Weight>& w, float* y,
-                                 executor_workspace<Weight>& ws, cudaStream_t stream = nullptr) {
+[[nodiscard]] status moe_forward(const float* x, int n, const plan_view& plan, const expert_weights<Weight>& w,
+                                 float* y, executor_workspace<Weight>& ws, cudaStream_t stream = nullptr) {
   MOE_ROUTING_TRY(check_executor_call(x, n, plan, w, y, ws.shape()));
   if (w.shared_experts > detail::max_rows_per_token - max_top_k) {
     return fail(errc::invalid_parameter, "weights.shared_experts", w.shared_experts, "must be at most",
@@ -251,10 +256,13 @@ template <score_element Weight>
   detail::count_assignments_kernel<<<(n + 255) / 256, 256, 0, stream>>>(plan, experts, ws.counts());
   MOE_ROUTING_CUDA_TRY(cudaGetLastError());
   std::size_t scan_bytes = ws.scan_bytes();
-  MOE_ROUTING_CUDA_TRY(cub::DeviceScan::ExclusiveSum(ws.scan_storage(), scan_bytes, ws.counts(), ws.offsets(), experts + 1, stream));
-  MOE_ROUTING_CUDA_TRY(cudaMemcpyAsync(ws.host_offsets().data(), ws.offsets(), (experts + 1) * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  MOE_ROUTING_CUDA_TRY(
+      cub::DeviceScan::ExclusiveSum(ws.scan_storage(), scan_bytes, ws.counts(), ws.offsets(), experts + 1, stream));
+  MOE_ROUTING_CUDA_TRY(cudaMemcpyAsync(ws.host_offsets().data(), ws.offsets(), (experts + 1) * sizeof(int),
+                                       cudaMemcpyDeviceToHost, stream));
   int out_of_range = 0;
-  MOE_ROUTING_CUDA_TRY(cudaMemcpyAsync(&out_of_range, ws.counts() + experts, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  MOE_ROUTING_CUDA_TRY(
+      cudaMemcpyAsync(&out_of_range, ws.counts() + experts, sizeof(int), cudaMemcpyDeviceToHost, stream));
   MOE_ROUTING_CUDA_TRY(cudaStreamSynchronize(stream));  // the GEMM sizes, for cuBLAS
   if (out_of_range > 0) {
     return fail(errc::invalid_input, "plan.ids/counts", out_of_range,
@@ -262,14 +270,15 @@ template <score_element Weight>
                 "weights.experts", experts);
   }
   const int routed_rows = ws.host_offsets()[static_cast<std::size_t>(experts)];
-  detail::gather_rows_kernel<Weight><<<n, 128, 0, stream>>>(x, d, plan, ws.offsets(), ws.cursor(), ws.row_of_slot(), routed_rows,
-                                                            w.shared_experts, ws.rows());
+  detail::gather_rows_kernel<Weight><<<n, 128, 0, stream>>>(x, d, plan, ws.offsets(), ws.cursor(), ws.row_of_slot(),
+                                                            routed_rows, w.shared_experts, ws.rows());
   MOE_ROUTING_CUDA_TRY(cudaGetLastError());
 
   // 2. gate and up per active expert (and shared expert), SwiGLU, then down.
   MOE_ROUTING_CUBLAS_TRY(cublasSetStream(ws.handle(), stream));
   const int ld_gate_up = 2 * width;
-  const auto up_projection = [&](const Weight* gate, const Weight* up, const Weight* gate_up, int first, int m, int hh) -> status {
+  const auto up_projection = [&](const Weight* gate, const Weight* up, const Weight* gate_up, int first, int m,
+                                 int hh) -> status {
     const Weight* in = ws.rows() + static_cast<long long>(first) * d;
     float* out = ws.gate_up() + static_cast<long long>(first) * ld_gate_up;
     if (fused) return detail::project(ws.handle(), gate_up, 2 * hh, d, in, m, out, ld_gate_up);
@@ -278,8 +287,8 @@ template <score_element Weight>
   };
   const auto swiglu = [&](int first, int m, int hh) -> status {
     const long long total = static_cast<long long>(m) * hh;
-    detail::swiglu_kernel<Weight><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(ws.gate_up(), ld_gate_up, first, m, hh,
-                                                                                                  ws.act(), width);
+    detail::swiglu_kernel<Weight><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+        ws.gate_up(), ld_gate_up, first, m, hh, ws.act(), width);
     return cuda_status(cudaGetLastError(), "swiglu_kernel launch");
   };
   const auto down_projection = [&](const Weight* down, int first, int m, int hh) -> status {
@@ -287,14 +296,16 @@ template <score_element Weight>
     return detail::cublas_status(
         cublasGemmEx(ws.handle(), CUBLAS_OP_T, CUBLAS_OP_N, d, m, hh, &one, down, detail::cuda_type<Weight>(), hh,
                      ws.act() + static_cast<long long>(first) * width, detail::cuda_type<Weight>(), width, &zero,
-                     ws.out() + static_cast<long long>(first) * d, CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     ws.out() + static_cast<long long>(first) * d, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx (down)");
   };
   for (int e = 0; e < experts; ++e) {
     const int first = ws.host_offsets()[static_cast<std::size_t>(e)];
     const int m = ws.host_offsets()[static_cast<std::size_t>(e) + 1] - first;
     if (m == 0) continue;  // inactive: its weights are never read
-    MOE_ROUTING_TRY(up_projection(fused ? nullptr : w.gate[e], fused ? nullptr : w.up[e], fused ? w.gate_up[e] : nullptr, first, m, h));
+    MOE_ROUTING_TRY(up_projection(fused ? nullptr : w.gate[e], fused ? nullptr : w.up[e],
+                                  fused ? w.gate_up[e] : nullptr, first, m, h));
   }
   if (routed_rows > 0) MOE_ROUTING_TRY(swiglu(0, routed_rows, h));
   for (int e = 0; e < experts; ++e) {

@@ -24,8 +24,18 @@
 /// count > 16, the block scan does the work: once k keys are held, one compare per 16
 /// experts against the k-th key's order, inserting only the lanes that beat it (a later
 /// expert beats the k-th key exactly when its order is strictly larger, as equal orders
-/// tie to the lower, earlier index). Other builds insert expert by expert (`scan_top`).
+/// tie to the lower, earlier index). Other builds insert expert by expert (`top_k_by_insertion`).
 /// Every path gives the keys of `make_rank_key`, bit for bit.
+///
+/// The top-k entry points, from the building block up (every one writes rank keys in
+/// rank order and is named for what it ranks):
+/// - core (`core/score_row.hpp`, host and device): `insert_ranked` (one key into a sorted
+///   top-k), `top_k_by_insertion` (any key function), `top_k_of_keys` (a row of keys) and
+///   `top_k_of_values_by_insertion` (a row by its values);
+/// - here, the CPU's: `top_k_of_values` (a row by its values, optionally among a subset S;
+///   the public entry) and `top_k_of_listed` (a row's listed experts), which choose among
+///   `top_k_by_bound` (the branch-free selection) and `top_k_by_block_scan` (one compare per
+///   16 experts), falling back to the core's insertion.
 
 #include <algorithm>
 #include <bit>
@@ -41,7 +51,7 @@
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
-#include "moe_routing/cpu/avx512_warnings.hpp"
+#include "moe_routing/cpu/simd/avx512_warnings.hpp"
 
 MOE_ROUTING_AVX512_WARNINGS_OFF
 
@@ -90,7 +100,8 @@ inline __mmask16 block_lanes(int e, int experts, const expert_set* allowed) noex
 
 /// The block scan (see the file comment); any count.
 template <score_element Element>
-int scan_blocks(const Element* row, int experts, int count, rank_key* top_keys, const expert_set* allowed) noexcept {
+int top_k_by_block_scan(const Element* row, int experts, int count, rank_key* top_keys,
+                        const expert_set* allowed) noexcept {
   int filled = 0;
   alignas(64) std::uint32_t lane_orders[value_lanes];
   for (int e = 0; e < experts; e += value_lanes) {
@@ -98,7 +109,8 @@ int scan_blocks(const Element* row, int experts, int count, rank_key* top_keys, 
     if (lanes == 0) continue;
     const __m512i orders = score_orders(load_score_bits(row + e, lanes));
     const auto beats_kth = [&] {
-      return _mm512_mask_cmpgt_epu32_mask(lanes, orders, _mm512_set1_epi32(static_cast<int>(top_keys[count - 1] >> 32)));
+      return _mm512_mask_cmpgt_epu32_mask(lanes, orders,
+                                          _mm512_set1_epi32(static_cast<int>(top_keys[count - 1] >> 32)));
     };
     auto candidates = filled == count ? beats_kth() : lanes;
     if (candidates == 0) continue;
@@ -162,8 +174,8 @@ __m512i short_keys(__m512i orders, __m512i experts) noexcept {
 /// (room for `rank_candidates + value_lanes`). Stops early once more than
 /// `rank_candidates` are found; returns how many.
 template <score_element Element>
-int collect_candidates(const Element* row, int experts, const expert_set* allowed, __m512i bound,
-                       std::uint32_t* orders, std::uint32_t* ids) noexcept {
+int collect_candidates(const Element* row, int experts, const expert_set* allowed, __m512i bound, std::uint32_t* orders,
+                       std::uint32_t* ids) noexcept {
   const __m512i lane_index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int found = 0;
   for (int e = 0; e < experts && found <= rank_candidates; e += value_lanes) {
@@ -174,7 +186,8 @@ int collect_candidates(const Element* row, int experts, const expert_set* allowe
     // Compressed in registers, then stored whole (room is left for it): a compressing
     // store to memory is microcoded and measured 4x slower.
     _mm512_storeu_si512(orders + found, _mm512_maskz_compress_epi32(reach, block_orders));
-    _mm512_storeu_si512(ids + found, _mm512_maskz_compress_epi32(reach, _mm512_add_epi32(lane_index, _mm512_set1_epi32(e))));
+    _mm512_storeu_si512(ids + found,
+                        _mm512_maskz_compress_epi32(reach, _mm512_add_epi32(lane_index, _mm512_set1_epi32(e))));
     found += std::popcount(static_cast<unsigned>(reach));
   }
   return found;
@@ -251,8 +264,8 @@ int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int fou
 /// Step 3 for `found <= rank_candidates` candidates (`orders` and `ids` readable up to
 /// 32), with as few registers as they need; tied float keys are inserted one by one.
 template <score_element Element>
-int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
-                          rank_key below, rank_key* top_keys) noexcept {
+int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count, rank_key below,
+                          rank_key* top_keys) noexcept {
   static_assert(rank_candidates == 2 * value_lanes);
   const int placed = found <= value_lanes ? place_by_rank<1, Element>(orders, ids, found, count, below, top_keys)
                                           : place_by_rank<2, Element>(orders, ids, found, count, below, top_keys);
@@ -262,7 +275,7 @@ int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids,
 /// Steps 1 to 3 of the file comment (count <= 16). Returns -1, having written nothing,
 /// when more than `rank_candidates` experts reach the bound.
 template <score_element Element>
-int select_by_bound(const Element* row, int experts, int count, rank_key* top_keys, const expert_set* allowed) noexcept {
+int top_k_by_bound(const Element* row, int experts, int count, rank_key* top_keys, const expert_set* allowed) noexcept {
   // A subset this small is all candidates: no bound needed.
   const bool small_subset = allowed != nullptr && allowed->size() <= rank_candidates;
   const __m512i bound = small_subset ? _mm512_setzero_si512() : order_bound(row, experts, count, allowed);
@@ -276,17 +289,17 @@ int select_by_bound(const Element* row, int experts, int count, rank_key* top_ke
 }  // namespace detail
 #endif
 
-/// The most experts `top_of_listed` takes.
+/// The most experts `top_k_of_listed` takes.
 inline constexpr int max_listed = 64;
 
-/// `top_of_values` among the `listed` experts (ascending, at most `max_listed`) whose keys
+/// `top_k_of_values` among the `listed` experts (ascending, at most `max_listed`) whose keys
 /// are below `below`: refine's search of a small S that every token of the batch shares,
 /// past the token's own top-k. Reads only the listed scores, then ranks them without
 /// data-dependent branches on AVX-512 builds: all of them when at most `rank_candidates`,
 /// else those at or above the bound of step 1 taken over the list (count <= 16).
 template <score_element Element>
-inline int top_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
-                         rank_key* top_keys, rank_key below = no_key_limit) noexcept {
+inline int top_k_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
+                           rank_key* top_keys, rank_key below = no_key_limit) noexcept {
 #if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
   alignas(64) Element scores[max_listed];
   for (int j = 0; j < listed_count; ++j) scores[j] = row[listed[j]];
@@ -318,7 +331,8 @@ inline int top_of_listed(const Element* row, const std::int32_t* listed, int lis
       const __m512i order = _mm512_load_si512(orders + v * detail::value_lanes);
       const __mmask16 reach = _mm512_mask_cmpge_epu32_mask(wanted[v], order, bound);
       _mm512_storeu_si512(candidate_orders + found, _mm512_maskz_compress_epi32(reach, order));
-      _mm512_storeu_si512(candidate_ids + found, _mm512_maskz_compress_epi32(reach, _mm512_load_si512(ids + v * detail::value_lanes)));
+      _mm512_storeu_si512(candidate_ids + found,
+                          _mm512_maskz_compress_epi32(reach, _mm512_load_si512(ids + v * detail::value_lanes)));
       found += std::popcount(static_cast<unsigned>(reach));
     }
     if (found <= detail::rank_candidates) {
@@ -340,17 +354,17 @@ inline int top_of_listed(const Element* row, const std::int32_t* listed, int lis
 /// experts in `allowed` (every expert when null) to `top_keys`, in rank order. Returns how
 /// many it wrote: `count`, or fewer when fewer experts are allowed.
 template <score_element Element>
-inline int top_of_values(const Element* row, int experts, int count, rank_key* top_keys,
-                         const expert_set* allowed = nullptr) noexcept {
+inline int top_k_of_values(const Element* row, int experts, int count, rank_key* top_keys,
+                           const expert_set* allowed = nullptr) noexcept {
 #if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
   if (count <= detail::value_lanes) {
-    const int kept = detail::select_by_bound(row, experts, count, top_keys, allowed);
+    const int kept = detail::top_k_by_bound(row, experts, count, top_keys, allowed);
     if (kept >= 0) return kept;
   }
-  return detail::scan_blocks(row, experts, count, top_keys, allowed);
+  return detail::top_k_by_block_scan(row, experts, count, top_keys, allowed);
 #else
   if (allowed == nullptr) {
-    select_top_of_values(row, experts, count, top_keys);
+    top_k_of_values_by_insertion(row, experts, count, top_keys);
     return count;
   }
   int filled = 0;

@@ -4,19 +4,29 @@
 /// top-k, and summarises what it would have cost and kept: per layer and overall, the
 /// mean and spread (standard deviation over steps) of |active|, |S|, retained gate mass,
 /// top-k recall, the largest device load and the modelled latency ratio to vanilla.
+/// A tool concern (it owns strings and a std::function), so it lives with moe-route rather
+/// than in the backend's public headers; the library calls it uses are the public `route`
+/// and `measure_plan`.
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "moe_routing/cpu/route.hpp"
-#include "moe_routing/io/trace.hpp"
-#include "moe_routing/metrics/plan_metrics.hpp"
-#include "moe_routing/policies/presets.hpp"
-#include "moe_routing/policies/runtime_policy.hpp"
+#include <moe_routing/core/error.hpp>
+#include <moe_routing/core/half.hpp>
+#include <moe_routing/cpu/route.hpp>
+#include <moe_routing/io/trace.hpp>
+#include <moe_routing/metrics/plan_metrics.hpp>
+#include <moe_routing/plan/routing_plan.hpp>
+#include <moe_routing/policies/presets.hpp>
+#include <moe_routing/policies/runtime_policy.hpp>
 
-namespace moe_routing::cpu {
+namespace moe_route {
+
+namespace mr = moe_routing;
 
 /// Mean and spread of one figure over a set of steps.
 struct figure {
@@ -60,7 +70,7 @@ struct figure_sum {
 struct figure_sums {
   figure_sum active, selected, retained_mass, recall, max_device_load, latency_ratio;
   int steps = 0;
-  void add(const plan_metrics& m) {
+  void add(const mr::plan_metrics& m) {
     active.add(m.active);
     selected.add(m.selected);
     max_device_load.add(m.max_device_load);
@@ -72,8 +82,13 @@ struct figure_sums {
     ++steps;
   }
   replay_figures result() const {
-    return {active.result(),          selected.result(), retained_mass.result(), recall.result(),
-            max_device_load.result(), latency_ratio.result(), steps};
+    return {active.result(),
+            selected.result(),
+            retained_mass.result(),
+            recall.result(),
+            max_device_load.result(),
+            latency_ratio.result(),
+            steps};
   }
 };
 
@@ -84,13 +99,15 @@ using replay_progress = std::function<void(long long, long long)>;
 
 /// Replays `policy` (named `name` in the report) over the whole trace. Throws
 /// routing_error if the policy does not fit the trace's shape.
-inline policy_replay replay_trace(const io::trace& trace, const runtime_policy& policy, const std::string& name,
-                                  latency_model model = {}, const replay_progress& progress = {}) {
+inline policy_replay replay_trace(const mr::io::trace& trace, const mr::runtime_policy& policy, const std::string& name,
+                                  mr::latency_model model = {}, const replay_progress& progress = {}) {
   int largest_step = 1;
-  for (int s = 0; s < trace.step_count(); ++s) largest_step = std::max(largest_step, trace.step_end(s) - trace.step_begin(s));
+  for (int s = 0; s < trace.step_count(); ++s) {
+    largest_step = std::max(largest_step, trace.step_end(s) - trace.step_begin(s));
+  }
   const int k = trace.top_k;
-  workspace ws({largest_step, trace.experts, k});
-  const runtime_policy vanilla = to_runtime_policy(presets::vanilla(k));
+  mr::cpu::workspace ws({largest_step, trace.experts, k});
+  const mr::runtime_policy vanilla = mr::to_runtime_policy(mr::presets::vanilla(k));
   std::vector<std::int32_t> segments;
   policy_replay report;
   report.policy = name;
@@ -100,13 +117,14 @@ inline policy_replay replay_trace(const io::trace& trace, const runtime_policy& 
     detail::figure_sums per_layer;
     for (int s = 0; s < trace.step_count(); ++s) {
       const int n = trace.step_end(s) - trace.step_begin(s);
-      routing_plan plan(n, k, trace.experts, trace.devices), base(n, k, trace.experts, trace.devices);
+      mr::routing_plan plan(n, k, trace.experts, trace.devices), base(n, k, trace.experts, trace.devices);
       auto run = [&](const auto& batch) {
-        throw_if_failed(route(vanilla, batch, base.view(), ws));
-        throw_if_failed(route(policy, batch, plan.view(), ws));
-        return measure_plan(batch, plan, base, model);
+        mr::throw_if_failed(mr::cpu::route(vanilla, batch, base.view(), ws));
+        mr::throw_if_failed(mr::cpu::route(policy, batch, plan.view(), ws));
+        return mr::measure_plan(batch, plan, base, model);
       };
-      const plan_metrics m = trace.half ? run(trace.batch<float16>(layer, s, segments)) : run(trace.batch<float>(layer, s, segments));
+      const mr::plan_metrics m =
+          trace.half ? run(trace.batch<mr::float16>(layer, s, segments)) : run(trace.batch<float>(layer, s, segments));
       per_layer.add(m);
       overall.add(m);
       if (progress) progress(static_cast<long long>(layer) * trace.step_count() + s + 1, total);
@@ -117,4 +135,4 @@ inline policy_replay replay_trace(const io::trace& trace, const runtime_policy& 
   return report;
 }
 
-}  // namespace moe_routing::cpu
+}  // namespace moe_route

@@ -132,7 +132,8 @@ inline void prefetch_column(block_pair blocks, int c, int columns) noexcept {
 /// likely multiplies next; null: none), so memory keeps streaming through the epilogue and
 /// the next call's first steps. Needs `configure_tiles()` beforehand.
 template <class Take>
-inline void multiply_blocks(block_pair blocks, block_pair next, int columns, const bfloat16* packed, int tokens, Take&& take) noexcept {
+inline void multiply_blocks(block_pair blocks, block_pair next, int columns, const bfloat16* packed, int tokens,
+                            Take&& take) noexcept {
   alignas(64) block_sums sums;
   const std::size_t stride = static_cast<std::size_t>(columns) * sizeof(bfloat16);
   for (int t0 = 0; t0 < tokens; t0 += tile_tokens) {
@@ -166,25 +167,27 @@ inline void multiply_blocks(block_pair blocks, block_pair next, int columns, con
 /// Rows [row_begin, row_end) of `matrix` (`rows` x `columns`, row-major; the count a
 /// multiple of 16, `columns` a multiple of 32) times `tokens` packed token vectors:
 /// writes `out[t * out_stride + r]`.
-inline void project_rows(const bfloat16* matrix, int rows, int row_begin, int row_end, int columns, const bfloat16* packed,
-                         int tokens, float* out, std::ptrdiff_t out_stride) noexcept {
+inline void project_rows(const bfloat16* matrix, int rows, int row_begin, int row_end, int columns,
+                         const bfloat16* packed, int tokens, float* out, std::ptrdiff_t out_stride) noexcept {
   detail::configure_tiles();
   auto pair_at = [&](int r0, int end) {
     const bfloat16* first = matrix + static_cast<std::ptrdiff_t>(r0) * columns;
-    return detail::block_pair{first, r0 + tile_rows < end ? first + static_cast<std::ptrdiff_t>(tile_rows) * columns : nullptr};
+    const bool two = r0 + tile_rows < end;
+    return detail::block_pair{first, two ? first + static_cast<std::ptrdiff_t>(tile_rows) * columns : nullptr};
   };
   for (int r0 = row_begin; r0 < row_end; r0 += 2 * tile_rows) {
     const detail::block_pair blocks = pair_at(r0, row_end);
     const int after = r0 + 2 * tile_rows;  // the matrix's next rows: this call's next pair or the next item's
     const detail::block_pair next = after < rows ? pair_at(after, rows) : detail::block_pair{};
-    detail::multiply_blocks(blocks, next, columns, packed, tokens, [&](const detail::block_sums& sums, int t0, int count) {
+    auto store = [&](const detail::block_sums& sums, int t0, int count) {
       for (int block = 0; block < (blocks.second != nullptr ? 2 : 1); ++block) {
         for (int t = 0; t < count; ++t) {
           float* row = out + static_cast<std::ptrdiff_t>(t0 + t) * out_stride + r0 + block * tile_rows;
           for (int r = 0; r < tile_rows; ++r) row[r] = sums[block][r][t];
         }
       }
-    });
+    };
+    detail::multiply_blocks(blocks, next, columns, packed, tokens, store);
   }
   _tile_release();
 }
@@ -199,10 +202,11 @@ inline void project_gate_up(const bfloat16* gate, const bfloat16* up, int row, i
                             int tokens, int width, bfloat16* act, Activation&& activation) noexcept {
   detail::configure_tiles();
   auto pair_at = [&](int r) {
-    return detail::block_pair{gate + static_cast<std::ptrdiff_t>(r) * columns, up + static_cast<std::ptrdiff_t>(r) * columns};
+    const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(r) * columns;
+    return detail::block_pair{gate + at, up + at};
   };
   const detail::block_pair next = row + tile_rows < width ? pair_at(row + tile_rows) : detail::block_pair{};
-  detail::multiply_blocks(pair_at(row), next, columns, packed, tokens, [&](const detail::block_sums& sums, int t0, int count) {
+  auto store_activations = [&](const detail::block_sums& sums, int t0, int count) {
     bfloat16* group = act + packed_index(t0, row, width);  // rows (row + r, row + r + 1): one tile row each
     for (int r = 0; r < tile_rows; r += 2) {
       std::uint32_t line[tile_tokens] = {};
@@ -211,7 +215,8 @@ inline void project_gate_up(const bfloat16* gate, const bfloat16* up, int row, i
       }
       std::memcpy(group + static_cast<std::ptrdiff_t>(r) * tile_tokens, line, sizeof line);
     }
-  });
+  };
+  detail::multiply_blocks(pair_at(row), next, columns, packed, tokens, store_activations);
   _tile_release();
 }
 #endif

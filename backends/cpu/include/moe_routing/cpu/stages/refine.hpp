@@ -1,15 +1,16 @@
 #pragma once
 /// \file
-/// The CPU backend's assignment stage `refine`, the weighting, the padding of each
-/// row, and the batch summary (SPEC sections 3 and 4).
+/// `refine` on the CPU: the assignment stage, the weighting, the padding of each row, and
+/// the batch summary (SPEC sections 3 and 4).
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "moe_routing/core/stage_executor.hpp"
 #include "moe_routing/core/status.hpp"
-#include "moe_routing/cpu/route_context.hpp"
-#include "moe_routing/cpu/value_top_k.hpp"
+#include "moe_routing/cpu/backend.hpp"
+#include "moe_routing/cpu/simd/value_top_k.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
 #include "moe_routing/policies/refine.hpp"
 
@@ -20,8 +21,7 @@ namespace detail {
 /// refine's search of S past a token's stored top-k, for any scoring: the best `k` keys of S
 /// among ranks below `max_rank` into `chosen`, else S's best key alone. Returns the count.
 template <class Context>
-int best_in_selected(Context& context, int token, int chunk, bool whole_row, int max_rank, int k,
-                     rank_key* chosen) {
+int best_in_selected(Context& context, int token, int chunk, bool whole_row, int max_rank, int k, rank_key* chosen) {
   const int experts = context.experts();
   rank_key* keys = context.scratch_keys(chunk);
   rank_key threshold = 0;
@@ -68,18 +68,12 @@ int assign_token(const refine& stage, Context& context, const selected_list& lis
                  std::int32_t* ids, float* p) {
   const int k = stage.effective_k(context.top_k());
   const int experts = context.experts();
-  const int max_rank = std::min(stage.max_rank, experts);
+  const int max_rank = stage.rank_limit(experts);
   const auto top = context.top_experts(token);
-  const auto top_p = context.top_probabilities(token);
-  int count = 0;
-  const int stored = std::min(max_rank, context.top_k());
-  for (int j = 0; j < stored && count < k; ++j) {
-    if (context.selected.contains(top[static_cast<std::size_t>(j)])) {
-      ids[count] = top[static_cast<std::size_t>(j)];
-      p[count++] = top_p[static_cast<std::size_t>(j)];
-    }
-  }
-  if (count == k || (count > 0 && max_rank <= context.top_k())) return count;
+  int count = stage.take_from_top_k(
+      top.data(), context.top_probabilities(token).data(), context.top_k(), experts,
+      [&](int e) { return context.selected.contains(e); }, ids, p);
+  if (!stage.searches_past_top_k(count, context.top_k(), experts)) return count;
 
   // Ranks beyond the stored top-k matter: select from S directly.
   const bool whole_row = max_rank < experts || context.batch().groups.enabled();
@@ -93,11 +87,11 @@ int assign_token(const refine& stage, Context& context, const selected_list& lis
     if (listed.count >= 0) {
       // Outside the top-k = below the key of its last expert.
       const std::int32_t last = top[static_cast<std::size_t>(context.top_k() - 1)];
-      found = top_of_listed(row, listed.ids, listed.count, k - count, more, make_rank_key(to_float(row[last]), last));
+      found = top_k_of_listed(row, listed.ids, listed.count, k - count, more, make_rank_key(to_float(row[last]), last));
     } else {
       expert_set rest = context.selected;
       for (const std::int32_t e : top) rest.erase(e);
-      found = top_of_values(row, experts, k - count, more, &rest);
+      found = top_k_of_values(row, experts, k - count, more, &rest);
     }
     for (int j = 0; j < found; ++j, ++count) {
       ids[count] = expert_of(more[j]);
@@ -113,6 +107,43 @@ int assign_token(const refine& stage, Context& context, const selected_list& lis
     p[j] = context.probability(token, ids[j]);
   }
   return found;
+}
+
+/// The batch summary (SPEC section 4): the active and selected sets, the per-expert token
+/// counts and device loads; then the rows of invalid tokens under repeat padding.
+template <class Context>
+void write_summary(Context& context, const plan_view& plan) {
+  const int n = context.tokens();
+  const int width = plan.top_k;
+  plan_summary& summary = *plan.summary;
+  summary.active.clear();
+  if (plan.expert_tokens != nullptr) std::fill(plan.expert_tokens, plan.expert_tokens + context.experts(), 0);
+  for (int token = 0; token < n; ++token) {
+    for (int j = 0; j < plan.counts[token]; ++j) {
+      const std::int32_t e = plan.ids[static_cast<std::size_t>(token) * width + j];
+      summary.active.insert(e);
+      if (plan.expert_tokens != nullptr) ++plan.expert_tokens[e];
+    }
+  }
+  summary.active_count = summary.active.size();
+  summary.selected = context.selected;
+  summary.selected_count = context.selected.size();
+  summary.max_device_load = 0;
+  if (context.devices() > 0) {
+    std::int32_t* loads = plan.device_loads != nullptr ? plan.device_loads : context.scratch_counts();
+    std::fill(loads, loads + context.devices(), 0);
+    summary.active.for_each([&](int e) { ++loads[context.device_of(e)]; });
+    summary.max_device_load = *std::max_element(loads, loads + context.devices());
+  }
+  if (plan.pad.kind == padding_kind::repeat) {
+    // Rows of invalid tokens repeat the batch's lowest active expert (no extra load).
+    const int lowest = summary.active.first();
+    for (int token = 0; token < n; ++token) {
+      if (plan.counts[token] != 0) continue;
+      std::int32_t* ids = plan.ids + static_cast<std::size_t>(token) * width;
+      std::fill(ids, ids + width, empty_row_id(plan.pad, lowest));
+    }
+  }
 }
 
 /// Assigns, weighs and pads every row, then writes the batch summary.
@@ -139,42 +170,25 @@ status assign_tokens(const refine& stage, Context& context, const plan_view& pla
     plan.counts[token] = count;
     if (plan.guaranteed != nullptr) plan.guaranteed[token] = context.guaranteed_ranks(token);
     for (int j = count; j < width; ++j) {
-      ids[j] = plan.pad.kind == padding_kind::repeat && count > 0 ? ids[0] : plan.pad.sentinel_value;
+      ids[j] = padding_id(plan.pad, count, ids[0]);
       weights[j] = 0.0f;
     }
   });
 
-  plan_summary& summary = *plan.summary;
-  summary.active.clear();
-  if (plan.expert_tokens != nullptr) std::fill(plan.expert_tokens, plan.expert_tokens + context.experts(), 0);
-  for (int token = 0; token < n; ++token) {
-    for (int j = 0; j < plan.counts[token]; ++j) {
-      const std::int32_t e = plan.ids[static_cast<std::size_t>(token) * width + j];
-      summary.active.insert(e);
-      if (plan.expert_tokens != nullptr) ++plan.expert_tokens[e];
-    }
-  }
-  summary.active_count = summary.active.size();
-  summary.selected = context.selected;
-  summary.selected_count = context.selected.size();
-  summary.max_device_load = 0;
-  if (context.devices() > 0) {
-    std::int32_t* loads = plan.device_loads != nullptr ? plan.device_loads
-                                                       : context.storage().expert_scratch.data();
-    std::fill(loads, loads + context.devices(), 0);
-    summary.active.for_each([&](int e) { ++loads[context.device_of(e)]; });
-    summary.max_device_load = *std::max_element(loads, loads + context.devices());
-  }
-  if (plan.pad.kind == padding_kind::repeat) {
-    // Rows of invalid tokens repeat the batch's lowest active expert (no extra load).
-    const int lowest = summary.active.first();
-    for (int token = 0; token < n; ++token) {
-      if (plan.counts[token] != 0) continue;
-      std::int32_t* ids = plan.ids + static_cast<std::size_t>(token) * width;
-      std::fill(ids, ids + width, lowest >= 0 ? lowest : plan.pad.sentinel_value);
-    }
-  }
+  write_summary(context, plan);
   return {};
 }
 
 }  // namespace moe_routing::cpu
+
+namespace moe_routing {
+
+template <>
+struct stage_executor<cpu_backend, refine> {
+  template <class Context>
+  static status apply(const refine& stage, Context& context, const plan_view& plan) {
+    return cpu::assign_tokens(stage, context, plan);
+  }
+};
+
+}  // namespace moe_routing

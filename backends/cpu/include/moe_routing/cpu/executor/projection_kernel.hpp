@@ -4,11 +4,12 @@
 /// rows and every token of an expert. Each weight row is read once and converted to float
 /// in registers (bfloat16: a shift; never copied to a float buffer), then used for up to
 /// `token_block` tokens at a time while it sits in L1. Sums run in 16 lanes combined by a
-/// halving tree. The portable path is plain loops the compiler maps onto whatever SIMD the
-/// build targets; AVX-512 builds use intrinsics: two weight rows per pass, prefetched, and
-/// columns in chunks so every token's input chunk stays in L1 while the weights stream once.
-/// Both add in the same order; whether a multiply-add is fused depends on the build, so
-/// results agree to float rounding, not bit for bit, across ISAs.
+/// halving tree. One overload per kernel tag (`kernel_tags.hpp`): `portable_kernel` is plain
+/// loops the compiler maps onto whatever SIMD the build targets; `avx512_kernel` (AVX-512
+/// builds) uses intrinsics: two weight rows per pass, prefetched, and columns in chunks so
+/// every token's input chunk stays in L1 while the weights stream once. Both add in the same
+/// order; whether a multiply-add is fused depends on the build, so results agree to float
+/// rounding, not bit for bit, across ISAs.
 
 #include <algorithm>
 #include <cstddef>
@@ -19,6 +20,7 @@
 #endif
 
 #include "moe_routing/core/half.hpp"
+#include "moe_routing/cpu/executor/kernel_tags.hpp"
 
 namespace moe_routing::cpu {
 
@@ -49,6 +51,25 @@ inline float reduce_lanes(float (&lanes)[projection_lanes]) {
   return lanes[0];
 }
 
+/// The portable form: plain loops over 16 logical lanes.
+template <int Tokens, class Weight>
+inline void project_row(const Weight* __restrict row, int cols, const float* __restrict x, std::ptrdiff_t x_stride,
+                        float* __restrict out, std::ptrdiff_t out_stride) {
+  float acc[Tokens][projection_lanes] = {};
+  int c = 0;
+  for (; c + projection_lanes <= cols; c += projection_lanes) {
+    float w[projection_lanes];
+    for (int l = 0; l < projection_lanes; ++l) w[l] = to_float(row[c + l]);
+    for (int t = 0; t < Tokens; ++t) {
+      const float* xt = x + t * x_stride + c;
+      for (int l = 0; l < projection_lanes; ++l) acc[t][l] += w[l] * xt[l];
+    }
+  }
+  float reduced[Tokens];
+  for (int t = 0; t < Tokens; ++t) reduced[t] = reduce_lanes(acc[t]);
+  finish_row<Tokens>(reduced, row, c, cols, x, x_stride, out, out_stride);
+}
+
 #if defined(__AVX512F__)
 /// 16 weights widened to float in one register: bfloat16 by a shift, float16 by vcvtph2ps.
 template <class Weight>
@@ -72,7 +93,8 @@ inline constexpr int max_block_rows = 32;
 /// per-(row, token) registers kept in `acc` (row r's token t at acc[r * token_group + t]).
 template <int Tokens, class Weight>
 inline void chunk_row_pair(const Weight* __restrict row, const Weight* __restrict next, int c_begin, int c_end,
-                           const float* __restrict x, std::ptrdiff_t x_stride, __m512* __restrict acc0, __m512* __restrict acc1) {
+                           const float* __restrict x, std::ptrdiff_t x_stride, __m512* __restrict acc0,
+                           __m512* __restrict acc1) {
   __m512 first[Tokens], second[Tokens];
   for (int t = 0; t < Tokens; ++t) first[t] = acc0[t], second[t] = acc1[t];
   constexpr int ahead = 512 / static_cast<int>(sizeof(Weight));
@@ -93,8 +115,9 @@ template <int Tokens, class Weight>
 inline void chunk_rows(const Weight* matrix, int rows, int cols, int c_begin, int c_end, const float* x,
                        std::ptrdiff_t x_stride, __m512* acc) {
   for (int r = 0; r + 1 < rows; r += 2) {
-    chunk_row_pair<Tokens>(matrix + static_cast<std::ptrdiff_t>(r) * cols, matrix + static_cast<std::ptrdiff_t>(r + 1) * cols,
-                           c_begin, c_end, x, x_stride, acc + r * token_group, acc + (r + 1) * token_group);
+    const Weight* row = matrix + static_cast<std::ptrdiff_t>(r) * cols;
+    __m512* row_acc = acc + r * token_group;
+    chunk_row_pair<Tokens>(row, row + cols, c_begin, c_end, x, x_stride, row_acc, row_acc + token_group);
   }
   if (rows % 2 == 1) {  // a last single row: pair it with itself, keep one result
     const Weight* last = matrix + static_cast<std::ptrdiff_t>(rows - 1) * cols;
@@ -103,35 +126,44 @@ inline void chunk_rows(const Weight* matrix, int rows, int cols, int c_begin, in
     chunk_row_pair<Tokens>(last, last, c_begin, c_end, x, x_stride, acc + (rows - 1) * token_group, discard);
   }
 }
-#else
-/// The portable form: plain loops over 16 logical lanes.
-template <int Tokens, class Weight>
-inline void project_row(const Weight* __restrict row, int cols, const float* __restrict x, std::ptrdiff_t x_stride,
-                        float* __restrict out, std::ptrdiff_t out_stride) {
-  float acc[Tokens][projection_lanes] = {};
-  int c = 0;
-  for (; c + projection_lanes <= cols; c += projection_lanes) {
-    float w[projection_lanes];
-    for (int l = 0; l < projection_lanes; ++l) w[l] = to_float(row[c + l]);
-    for (int t = 0; t < Tokens; ++t) {
-      const float* xt = x + t * x_stride + c;
-      for (int l = 0; l < projection_lanes; ++l) acc[t][l] += w[l] * xt[l];
-    }
-  }
-  float reduced[Tokens];
-  for (int t = 0; t < Tokens; ++t) reduced[t] = reduce_lanes(acc[t]);
-  finish_row<Tokens>(reduced, row, c, cols, x, x_stride, out, out_stride);
-}
 #endif
 
 }  // namespace detail
 
 /// Rows [row_begin, row_end) of `matrix` (`cols` wide, row-major) times `m` token vectors
-/// (`x`, rows `x_stride` apart): writes `out[t * out_stride + r]`.
+/// (`x`, rows `x_stride` apart): writes `out[t * out_stride + r]`. The portable form.
 template <class Weight>
-void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, const float* x, std::ptrdiff_t x_stride,
-                  int m, float* out, std::ptrdiff_t out_stride) {
+void project_rows(portable_kernel, const Weight* matrix, int row_begin, int row_end, int cols, const float* x,
+                  std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
+  for (int r = row_begin; r < row_end; ++r) {
+    const Weight* row = matrix + static_cast<std::ptrdiff_t>(r) * cols;
+    int t = 0;
+    for (; t + token_block <= m; t += token_block) {
+      detail::project_row<token_block>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride);
+    }
+    const float* xt = x + t * x_stride;
+    float* ot = out + t * out_stride + r;
+    switch (m - t) {
+      case 3:
+        detail::project_row<3>(row, cols, xt, x_stride, ot, out_stride);
+        break;
+      case 2:
+        detail::project_row<2>(row, cols, xt, x_stride, ot, out_stride);
+        break;
+      case 1:
+        detail::project_row<1>(row, cols, xt, x_stride, ot, out_stride);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 #if defined(__AVX512F__)
+/// The same product with AVX-512 intrinsics.
+template <class Weight>
+void project_rows(avx512_kernel, const Weight* matrix, int row_begin, int row_end, int cols, const float* x,
+                  std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
   // Column-blocked: each token's input chunk stays in L1 while the rows stream past once;
   // per-(row, token) registers wait in an L1 buffer between chunks.
   alignas(64) __m512 acc[detail::max_block_rows * detail::token_group];
@@ -147,10 +179,18 @@ void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, co
         for (int t = 0; t < tokens; t += token_block) {
           const float* xt = x + (t0 + t) * x_stride;
           switch (std::min(token_block, tokens - t)) {
-            case 4: detail::chunk_rows<4>(block, rows, cols, c0, c1, xt, x_stride, acc + t); break;
-            case 3: detail::chunk_rows<3>(block, rows, cols, c0, c1, xt, x_stride, acc + t); break;
-            case 2: detail::chunk_rows<2>(block, rows, cols, c0, c1, xt, x_stride, acc + t); break;
-            default: detail::chunk_rows<1>(block, rows, cols, c0, c1, xt, x_stride, acc + t); break;
+            case 4:
+              detail::chunk_rows<4>(block, rows, cols, c0, c1, xt, x_stride, acc + t);
+              break;
+            case 3:
+              detail::chunk_rows<3>(block, rows, cols, c0, c1, xt, x_stride, acc + t);
+              break;
+            case 2:
+              detail::chunk_rows<2>(block, rows, cols, c0, c1, xt, x_stride, acc + t);
+              break;
+            default:
+              detail::chunk_rows<1>(block, rows, cols, c0, c1, xt, x_stride, acc + t);
+              break;
           }
         }
       }
@@ -164,22 +204,8 @@ void project_rows(const Weight* matrix, int row_begin, int row_end, int cols, co
       }
     }
   }
-#else
-  for (int r = row_begin; r < row_end; ++r) {
-    const Weight* row = matrix + static_cast<std::ptrdiff_t>(r) * cols;
-    int t = 0;
-    for (; t + token_block <= m; t += token_block) {
-      detail::project_row<token_block>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride);
-    }
-    switch (m - t) {
-      case 3: detail::project_row<3>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
-      case 2: detail::project_row<2>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
-      case 1: detail::project_row<1>(row, cols, x + t * x_stride, x_stride, out + t * out_stride + r, out_stride); break;
-      default: break;
-    }
-  }
-#endif
 }
+#endif
 
 static_assert(token_block == 4, "project_rows' tail switches cover token_block - 1 = 3 leftover tokens");
 

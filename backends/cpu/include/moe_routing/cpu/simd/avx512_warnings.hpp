@@ -6,10 +6,9 @@
 /// warnings there and nowhere else.
 
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#define MOE_ROUTING_AVX512_WARNINGS_OFF                               \
-  _Pragma("GCC diagnostic push")                                      \
-  _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")               \
-  _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define MOE_ROUTING_AVX512_WARNINGS_OFF                                                \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
+      _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
 #define MOE_ROUTING_AVX512_WARNINGS_ON _Pragma("GCC diagnostic pop")
 #else
 #define MOE_ROUTING_AVX512_WARNINGS_OFF

@@ -74,8 +74,7 @@ __device__ inline float owner_value(const float* values, int count, int expert) 
 /// Keeps, in `row.keys`, only the experts of the `topk_group` best groups (SPEC section 1);
 /// the others get `excluded_rank_key`. `s` are the lane's selection scores. Returns the
 /// lane's slots whose expert stays a candidate, as bits.
-__device__ inline unsigned apply_group_limit(lane_row& row, const float* s, const group_limit& groups,
-                                             int experts) {
+__device__ inline unsigned apply_group_limit(lane_row& row, const float* s, const group_limit& groups, int experts) {
   const int lane = lane_id();
   const int group_size = experts / groups.n_group;
   rank_key group_keys[experts_per_lane] = {};  // this lane's groups: lane, lane + 32, ...

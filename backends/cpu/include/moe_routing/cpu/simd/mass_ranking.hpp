@@ -1,0 +1,157 @@
+#pragma once
+/// \file
+/// The CPU's ranking of experts by column mass for the greedy stages (`greedy_mass`,
+/// `ep_fill`): the experts outside S with positive mass, heaviest first
+/// (`heavier_expert`), gathered 64 at a time and, for the few places decode asks for,
+/// picked by vectorised maxima instead of a comparison sort.
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <span>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "moe_routing/core/config.hpp"
+#include "moe_routing/core/expert_order.hpp"
+#include "moe_routing/core/expert_set.hpp"
+#include "moe_routing/cpu/simd/avx512_warnings.hpp"
+
+namespace moe_routing::cpu::detail {
+
+/// Bit l set where values[l] > 0, for l < width <= 64.
+inline std::uint64_t positive_bits(const std::int64_t* values, int width) noexcept {
+  std::uint64_t bits = 0;
+#if defined(__AVX512F__)
+  for (int q = 0; q < width; q += 8) {
+    const int left = width - q;
+    const auto lanes = static_cast<__mmask8>(left >= 8 ? 0xffu : (1u << left) - 1u);
+    const __mmask8 positive =
+        _mm512_mask_cmpgt_epi64_mask(lanes, _mm512_maskz_loadu_epi64(lanes, values + q), _mm512_setzero_si512());
+    bits |= static_cast<std::uint64_t>(positive) << q;
+  }
+#else
+  for (int l = 0; l < width; ++l) bits |= static_cast<std::uint64_t>(values[l] > 0) << l;
+#endif
+  return bits;
+}
+
+MOE_ROUTING_AVX512_WARNINGS_OFF
+
+/// The largest of `keys[0..count)` below `limit` (0 if none); `keys` is padded with zeros
+/// to a whole number of 8-key vectors.
+inline std::uint64_t largest_below(const std::uint64_t* keys, int count, std::uint64_t limit) noexcept {
+#if defined(__AVX512F__)
+  const __m512i bound = _mm512_set1_epi64(static_cast<long long>(limit));
+  __m512i best = _mm512_setzero_si512();
+  for (int i = 0; i < count; i += 8) {
+    const __m512i v = _mm512_load_si512(keys + i);
+    best = _mm512_mask_max_epu64(best, _mm512_cmplt_epu64_mask(v, bound), best, v);
+  }
+  // Halves, quarters, then pairs (GCC 12's _mm512_reduce_max_epu64 warns of its own
+  // uninitialised placeholder).
+  best = _mm512_max_epu64(best, _mm512_shuffle_i64x2(best, best, 0x4e));
+  best = _mm512_max_epu64(best, _mm512_shuffle_i64x2(best, best, 0xb1));
+  best = _mm512_max_epu64(best, _mm512_shuffle_epi32(best, _MM_PERM_BADC));
+  return static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(best)));
+#else
+  std::uint64_t best = 0;
+  for (int i = 0; i < count; ++i) best = keys[i] < limit && keys[i] > best ? keys[i] : best;
+  return best;
+#endif
+}
+
+/// The experts of the `needed` largest distinct `keys` (count <= 32, zero-padded to whole
+/// vectors) into `picked` (room for needed + 1), each key's rank counted against all the
+/// others at once: no chain of maxima. Returns false where there is no AVX-512 or more
+/// than 32 keys.
+inline bool rank_packed_masses(const std::uint64_t* keys, int count, const std::int32_t* order, int needed,
+                               std::int32_t* picked) noexcept {
+#if defined(__AVX512F__)
+  if (count > 32) return false;
+  __m512i key_vectors[4];
+  for (int q = 0; q < 4; ++q) key_vectors[q] = q * 8 < count ? _mm512_load_si512(keys + 8 * q) : _mm512_setzero_si512();
+  for (int i = 0; i < count; ++i) {
+    const __m512i key = _mm512_set1_epi64(static_cast<long long>(keys[i]));
+    int rank = 0;
+    for (int q = 0; q < 4; ++q)
+      rank += std::popcount(static_cast<unsigned>(_mm512_cmpgt_epu64_mask(key_vectors[q], key)));
+    picked[std::min(rank, needed)] = order[i];  // slot `needed` takes the rest; a minimum, not a branch
+  }
+  return true;
+#else
+  (void)keys, (void)count, (void)order, (void)needed, (void)picked;
+  return false;
+#endif
+}
+
+MOE_ROUTING_AVX512_WARNINGS_ON
+
+/// Tuning data: `rank_unselected_by_mass` picks the heaviest one at a time (O(needed x
+/// count)) for at most this many places out of at most `pick_by_maximum_pool` experts.
+inline constexpr int pick_by_maximum_limit = 16;
+inline constexpr int pick_by_maximum_pool = 256;
+inline constexpr int pick_position_bits = std::bit_width(static_cast<unsigned>(pick_by_maximum_pool - 1));
+
+/// Writes the experts outside S with positive mass to `order`, by mass descending
+/// (ties to the lower index); returns how many. Only the first `needed` are put in order
+/// (a greedy stage that adds a few experts need not sort the rest).
+inline int rank_unselected_by_mass(std::span<const std::int64_t> mass, const expert_set& selected, std::int32_t* order,
+                                   int needed = max_experts) {
+  // Gathered 64 experts at a time, branch-free: in decode most experts have no mass, and a
+  // test per expert mispredicts on the few that do.
+  int count = 0;
+  const int experts = static_cast<int>(mass.size());
+  for (int base = 0; base < experts; base += 64) {
+    const int width = std::min(64, experts - base);
+    const std::uint64_t positive = positive_bits(mass.data() + base, width);
+    for (std::uint64_t bits = positive & ~selected.word(base / 64); bits != 0; bits &= bits - 1) {
+      order[count++] = base + std::countr_zero(bits);
+    }
+  }
+  const auto heavier = [&](std::int32_t a, std::int32_t b) {
+    return heavier_expert(mass[static_cast<std::size_t>(a)], a, mass[static_cast<std::size_t>(b)], b);
+  };
+  needed = std::max(needed, 0);  // a stage whose S is already full enough asks for none
+  if (needed < count && needed <= pick_by_maximum_limit && count <= pick_by_maximum_pool) {
+    // A few of a small pool (decode): pick the heaviest `needed` times, each a vectorised
+    // maximum; a comparison sort mispredicts about every other comparison on masses. Each
+    // mass is packed with its position below it, so the maximum names its expert too, and
+    // equal masses go to the lower position (order is ascending, so the lower index).
+    alignas(64) std::uint64_t packed[pick_by_maximum_pool];
+    std::uint64_t any_bits = 0;
+    for (int i = 0; i < count; ++i) {
+      const auto m = static_cast<std::uint64_t>(mass[static_cast<std::size_t>(order[i])]);
+      any_bits |= m;
+      packed[i] = m << pick_position_bits | static_cast<std::uint64_t>(pick_by_maximum_pool - 1 - i);
+    }
+    // Gates of at most 1 over at most 2^14 tokens keep masses below 2^47; larger ones
+    // (gates clamped at 2^16) take the partial sort below.
+    if ((any_bits >> (64 - pick_position_bits)) == 0) {
+      std::fill(packed + count, packed + (count + 7) / 8 * 8, 0);  // whole vectors, below every key
+      std::int32_t picked[pick_by_maximum_limit + 1];
+      if (!rank_packed_masses(packed, count, order, needed, picked)) {
+        // Packed keys are distinct: each round's pick is the largest key below the last
+        // pick, so the array is only read (a zeroed pick would stall the next round's loads).
+        std::uint64_t last = ~std::uint64_t{0};
+        for (int round = 0; round < needed; ++round) {
+          last = largest_below(packed, count, last);
+          const int at = pick_by_maximum_pool - 1 - static_cast<int>(last & (pick_by_maximum_pool - 1));
+          picked[round] = order[at];
+        }
+      }
+      std::copy(picked, picked + needed, order);
+      return count;
+    }
+  }
+  if (needed < count) {
+    std::partial_sort(order, order + needed, order + count, heavier);
+  } else {
+    std::sort(order, order + count, heavier);
+  }
+  return count;
+}
+
+}  // namespace moe_routing::cpu::detail

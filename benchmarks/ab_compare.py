@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Interleaved A/B of two builds of one Google Benchmark binary.
+
+Runs the `before` and `after` binaries alternately (before, after, before, ...) `--rounds`
+times, each run with `--repetitions` repetitions in random order, and prints a Markdown
+table of the median real time of each benchmark for both and their ratio, with the median
+ratio over all cells. Alternating spreads the machine's slow spells over both binaries.
+Standard library only (any python3).
+
+  benchmarks/ab_compare.py BEFORE AFTER --filter 'route/seq/.*/n:(1|16|64)/E:(128|256)/k:8$'
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def run(binary, args, out):
+    command = [binary, f"--benchmark_filter={args.filter}", f"--benchmark_repetitions={args.repetitions}",
+               "--benchmark_enable_random_interleaving=true", f"--benchmark_min_time={args.min_time}",
+               "--benchmark_format=json", f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        report = json.load(f)
+    return report["context"], [b for b in report["benchmarks"] if b.get("run_type") == "iteration"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("before")
+    parser.add_argument("after")
+    parser.add_argument("--filter", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--min-time", default="0.05")
+    args = parser.parse_args()
+    times = {"before": {}, "after": {}}
+    context = None
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_index in range(args.rounds):
+            for side, binary in (("before", args.before), ("after", args.after)):
+                context, rows = run(binary, args, f"{scratch}/{side}{round_index}.json")
+                for row in rows:
+                    times[side].setdefault(row["run_name"], []).append(row["real_time"])
+                print(f"round {round_index + 1}/{args.rounds}: {side} done", file=sys.stderr)
+    names = sorted(set(times["before"]) & set(times["after"]))
+    if not names:
+        sys.exit("no benchmark matched the filter in both binaries")
+    ratios = []
+    print(f"CPU: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs at "
+          f"{context.get('mhz_per_cpu', '?')} MHz; {args.rounds} rounds x {args.repetitions} repetitions\n")
+    print("| benchmark | before (ns) | after (ns) | after / before |\n|---|---|---|---|")
+    for name in names:
+        before = statistics.median(times["before"][name])
+        after = statistics.median(times["after"][name])
+        ratios.append(after / before)
+        print(f"| `{name}` | {before:,.0f} | {after:,.0f} | {after / before:.3f} |")
+    print(f"\nMedian ratio over the {len(ratios)} cells: **{statistics.median(ratios):.3f}** "
+          f"(lowest {min(ratios):.3f}, highest {max(ratios):.3f}).")
+
+
+if __name__ == "__main__":
+    main()

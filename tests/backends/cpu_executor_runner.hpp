@@ -1,0 +1,35 @@
+#pragma once
+// The CPU grouped MoE executor behind the runner interface (the `executor` member of
+// tests/backends/cpu_backend_runner.hpp).
+
+#include <vector>
+
+#include <moe_routing/cpu/executor/moe_forward.hpp>
+
+#include "backends/cpu_backend_runner.hpp"
+#include "naive_executor.hpp"
+
+namespace test {
+
+/// The grouped MoE executor over one bank of routed experts and optional shared ones.
+template <class Weight>
+class cpu_backend_runner::executor {
+ public:
+  executor(const expert_bank<Weight>& routed, const expert_bank<Weight>* shared, const mr::executor_shape& shape)
+      : routed_(routed), shared_(shared), ws_(shape) {}
+
+  /// y = the layer's output for x [n x d] under `plan`; the separate or the fused
+  /// gate_up layout; the shared experts added when `with_shared`.
+  mr::status forward(const std::vector<float>& x, mr::routing_plan& plan, bool with_shared, bool fused_layout,
+                     std::vector<float>& y) {
+    const auto weights = view_of(routed_, fused_layout, with_shared ? shared_ : nullptr);
+    return mr::cpu::moe_forward(x.data(), plan.tokens(), plan.view(), weights, y.data(), ws_);
+  }
+
+ private:
+  const expert_bank<Weight>& routed_;
+  const expert_bank<Weight>* shared_;
+  mr::cpu::executor_workspace ws_;
+};
+
+}  // namespace test
