@@ -15,6 +15,7 @@
 #include <string>
 
 #include <moe_routing/batching/form_batches.hpp>
+#include <moe_routing/batching/spectral_batches.hpp>
 
 namespace {
 
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
                   [](const mb::request_signatures& p) { return mb::random_batches(p.requests(), batch_size, 1); },
                   {1000, 10000, 100000});
   register_method("minhash", [](const mb::request_signatures& p) { return mb::minhash_batches(p, batch_size); },
+                  {1000, 10000, 100000});
+  register_method("spectral", [](const mb::request_signatures& p) { return mb::spectral_batches(p, batch_size); },
                   {1000, 10000, 100000});
   register_method("greedy_oracle", [](const mb::request_signatures& p) { return mb::greedy_batches(p, batch_size); },
                   {1000, 2000});

@@ -3,6 +3,7 @@
 // random; MinHash on clustered pools; online admission's order and its fairness bound.
 
 #include <algorithm>
+#include <array>
 #include <random>
 #include <set>
 #include <utility>
@@ -12,6 +13,8 @@
 #include <moe_routing/batching/expert_parallel_batches.hpp>
 #include <moe_routing/batching/form_batches.hpp>
 #include <moe_routing/batching/online_admission.hpp>
+#include <moe_routing/batching/spectral_batches.hpp>
+#include <range/v3/view/cartesian_product.hpp>
 
 namespace {
 
@@ -137,23 +140,23 @@ TEST_CASE("batch forming: a hand-worked pool") {
 }
 
 TEST_CASE("batch forming: partitions; the oracle equals a naive greedy and never loses to random") {
-  for (const int topics : {0, 4}) {
-    for (const int batch_size : {1, 3, 8}) {
-      CAPTURE(topics);
-      CAPTURE(batch_size);
-      const pool p(41, 4, 64, 6, topics, static_cast<unsigned>(100 + batch_size + topics));
-      const mb::batch_list greedy = mb::greedy_batches(p.signatures, batch_size);
-      check_partition(greedy, 41, batch_size);
-      CHECK(greedy == naive_greedy(p.sets, batch_size));
-      CHECK(mb::expert_loads(p.signatures, greedy) == p.naive_loads(greedy));
-      for (const std::uint64_t seed : {1u, 2u, 3u}) {
-        const mb::batch_list random = mb::random_batches(41, batch_size, seed);
-        check_partition(random, 41, batch_size);
-        CHECK(mb::expert_loads(p.signatures, greedy) <= mb::expert_loads(p.signatures, random));
-      }
-      check_partition(mb::fifo_batches(41, batch_size), 41, batch_size);
-      check_partition(mb::minhash_batches(p.signatures, batch_size), 41, batch_size);
+  static const std::array topic_counts{0, 4};
+  static const std::array batch_sizes{1, 3, 8};
+  for (const auto [topics, batch_size] : ranges::views::cartesian_product(topic_counts, batch_sizes)) {
+    CAPTURE(topics);
+    CAPTURE(batch_size);
+    const pool p(41, 4, 64, 6, topics, static_cast<unsigned>(100 + batch_size + topics));
+    const mb::batch_list greedy = mb::greedy_batches(p.signatures, batch_size);
+    check_partition(greedy, 41, batch_size);
+    CHECK(greedy == naive_greedy(p.sets, batch_size));
+    CHECK(mb::expert_loads(p.signatures, greedy) == p.naive_loads(greedy));
+    for (const std::uint64_t seed : {1u, 2u, 3u}) {
+      const mb::batch_list random = mb::random_batches(41, batch_size, seed);
+      check_partition(random, 41, batch_size);
+      CHECK(mb::expert_loads(p.signatures, greedy) <= mb::expert_loads(p.signatures, random));
     }
+    check_partition(mb::fifo_batches(41, batch_size), 41, batch_size);
+    check_partition(mb::minhash_batches(p.signatures, batch_size), 41, batch_size);
   }
 }
 
@@ -216,23 +219,23 @@ TEST_CASE("online admission: no request waits past the bound under an adversaria
 }
 
 TEST_CASE("online batches: a partition, each request within max_wait steps of its arrival, saving on topics") {
+  static const std::array online_batch_sizes{1, 5, 16};
+  static const std::array waits{0, 1, 3, 8};
   const pool p(400, 4, 256, 8, 8, 91);
-  for (const int batch_size : {1, 5, 16}) {
-    for (const int max_wait : {0, 1, 3, 8}) {
-      CAPTURE(batch_size);
-      CAPTURE(max_wait);
-      const mb::batch_list online = mb::online_batches(p.signatures, batch_size, max_wait);
-      check_partition(online, 400, batch_size);
-      for (std::size_t step = 0; step < online.size(); ++step) {
-        for (const int request : online[step]) {
-          // batch_size * (max_wait / 2) requests wait at step 0, then batch_size arrive per step.
-          const int arrival_step = std::max(0, (request - batch_size * (max_wait / 2)) / batch_size);
-          CHECK(static_cast<int>(step) >= arrival_step);
-          CHECK(static_cast<int>(step) - arrival_step <= max_wait);
-        }
+  for (const auto [batch_size, max_wait] : ranges::views::cartesian_product(online_batch_sizes, waits)) {
+    CAPTURE(batch_size);
+    CAPTURE(max_wait);
+    const mb::batch_list online = mb::online_batches(p.signatures, batch_size, max_wait);
+    check_partition(online, 400, batch_size);
+    for (std::size_t step = 0; step < online.size(); ++step) {
+      for (const int request : online[step]) {
+        // batch_size * (max_wait / 2) requests wait at step 0, then batch_size arrive per step.
+        const int arrival_step = std::max(0, (request - batch_size * (max_wait / 2)) / batch_size);
+        CHECK(static_cast<int>(step) >= arrival_step);
+        CHECK(static_cast<int>(step) - arrival_step <= max_wait);
       }
-      if (max_wait == 0) CHECK(online == mb::fifo_batches(400, batch_size));  // no waiting: arrival order
     }
+    if (max_wait == 0) CHECK(online == mb::fifo_batches(400, batch_size));  // no waiting: arrival order
   }
   const long long fifo = mb::expert_loads(p.signatures, mb::fifo_batches(400, 16));
   const long long online = mb::expert_loads(p.signatures, mb::online_batches(p.signatures, 16, 8));
@@ -289,4 +292,25 @@ TEST_CASE("expert-parallel batches: the busiest device's cost against naive sets
   }
   CHECK_THROWS_WITH(mb::device_masks(p.signatures, std::vector<std::int32_t>(experts, devices), devices),
                     doctest::Contains("placement[e] = 4"));
+}
+
+TEST_CASE("spectral batches: a partition, the same for a seed, near the oracle where topics are weak") {
+  for (const int batch_size : {1, 3, 8}) {
+    const pool small(41, 4, 64, 6, 4, static_cast<unsigned>(300 + batch_size));
+    check_partition(mb::spectral_batches(small.signatures, batch_size), 41, batch_size);
+    check_partition(mb::spectral_batches(small.signatures, batch_size, {.leaf_batches = 1, .iterations = 0}), 41,
+                    batch_size);
+  }
+  const pool p(600, 6, 256, 8, 12, 5);  // 12 topics, 90% of each request's experts from its own
+  CHECK(mb::spectral_batches(p.signatures, 16, {.seed = 3}) == mb::spectral_batches(p.signatures, 16, {.seed = 3}));
+  const long long random = mb::expert_loads(p.signatures, mb::random_batches(600, 16, 1));
+  const long long greedy = mb::expert_loads(p.signatures, mb::greedy_batches(p.signatures, 16));
+  const long long spectral = mb::expert_loads(p.signatures, mb::spectral_batches(p.signatures, 16));
+  const long long unguided =  // random directions: the principal ones are what finds the topics
+      mb::expert_loads(p.signatures, mb::spectral_batches(p.signatures, 16, {.iterations = 0}));
+  INFO("random " << random << ", greedy " << greedy << ", spectral " << spectral << ", unguided " << unguided);
+  CHECK(static_cast<double>(random - spectral) >= 0.74 * static_cast<double>(random - greedy));
+  CHECK(spectral < unguided);
+  CHECK_THROWS_WITH(mb::spectral_batches(p.signatures, 16, {.leaf_batches = 0}),
+                    doctest::Contains("spectral_options.leaf_batches = 0"));
 }

@@ -452,7 +452,37 @@ TEST_CASE("moe-route batch reports the loads the library's batch forming gives t
         std::string::npos);
   CHECK(placed_csv.find("," + std::to_string(moe_routing::batching::busiest_device_loads(signatures, masks, ep)) +
                         ",") != std::string::npos);
-  CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --method ep-oracle") == 2);  // no placement
+  // --then: vanilla routing of the formed batches fetches exactly their signatures' union (the
+  // signatures are vanilla's experts); OEA fetches no more than that.
+  const auto routed_row = [&](const std::string& policy) {
+    const std::string out_csv = dir.file("then.csv");
+    REQUIRE(std::system((std::string(MOE_ROUTE_BINARY) + " batch --trace " + trace_dir +
+                         " --batch-size 4 --method oracle --then '" + policy + "' --csv > " + out_csv + " 2>/dev/null")
+                            .c_str()) == 0);
+    const std::string text = read_file(out_csv);
+    REQUIRE(text.find("routed_loads") != std::string::npos);
+    std::vector<std::string> fields;
+    std::string field;
+    for (const char c : text.substr(text.find("\noracle,") + 1)) {
+      if (c == ',' || c == '\n')
+        fields.push_back(field), field.clear();
+      else
+        field += c;
+      if (c == '\n') break;
+    }
+    REQUIRE(fields.size() == 7);  // method, batches, loads, saving, routed, routed saving, ms
+    return std::pair{std::stoll(fields[2]), std::stoll(fields[4])};
+  };
+  const auto [vanilla_loads, vanilla_routed] = routed_row("topk(k=4)");
+  CHECK(vanilla_loads ==
+        moe_routing::batching::expert_loads(signatures, moe_routing::batching::greedy_batches(signatures, 4)));
+  CHECK(vanilla_routed == vanilla_loads);
+  const auto [oea_loads, oea_routed] = routed_row("oea(k0=1,k=4)");
+  CHECK(oea_loads == vanilla_loads);
+  CHECK(oea_routed <= vanilla_loads);
+  CHECK(routed_row("topk(k=2)").second < vanilla_loads);  // the policy decides what is routed
+  CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --then 'prune(k0=1)'") == 2);  // not a policy
+  CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --method ep-oracle") == 2);    // no placement
   CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --devices 65") == 2);
   CHECK(run("batch --trace " + trace_dir + " --batch-size 0") == 2);
   CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --method psychic") == 2);

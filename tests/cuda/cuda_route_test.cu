@@ -17,9 +17,11 @@
 #include <moe_routing/moe_routing.hpp>
 
 #include "backends/backend_test_case.hpp"
+#include "backends/cpu_backend_runner.hpp"
 #include "backends/cuda_backend_runner.cuh"
 #include "naive_router.hpp"
 #include "plan_checks.hpp"
+#include "resident_experts.hpp"  // examples/
 #include "test_support.hpp"
 
 namespace {
@@ -137,6 +139,23 @@ TEST_CASE("a CUDA routing call is captured in a graph and replays on new scores"
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+TEST_CASE("a user stage (examples/resident_experts) runs on CUDA and gives the CPU backend's plans" *
+          test::runs_on<cuda_backend_runner>{}) {
+  std::mt19937 rng(29);
+  for (int c = 0; c < 40; ++c) {
+    const test::problem p = test::random_problem(rng);
+    examples::resident_experts resident;
+    for (int e = c % 3; e < p.ref.E; e += 3) resident.resident.insert(e);
+    const auto policy = mr::prune{.k0 = 1} | resident | mr::refine{.k = 0};
+    INFO("case " << c << ": n=" << p.ref.n << " E=" << p.ref.E << " k=" << p.top_k);
+    mr::routing_plan gpu(p.ref.n, p.top_k, p.ref.E, p.ref.G), cpu(p.ref.n, p.top_k, p.ref.E, p.ref.G);
+    const mr::status on_gpu = cuda_backend_runner::route(policy, p, gpu);
+    const mr::status on_cpu = test::cpu_backend_runner::route(policy, p, cpu);
+    REQUIRE(on_gpu.ok() == on_cpu.ok());
+    if (on_cpu.ok()) check_same_plan(gpu, cpu);
+  }
 }
 
 TEST_CASE("bad shapes and parameters fail on the host before any launch, with the CPU backend's messages") {

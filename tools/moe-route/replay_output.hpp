@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <range/v3/view/enumerate.hpp>
+
 #include "trace_replay.hpp"
 
 namespace moe_route {
@@ -63,12 +65,12 @@ inline std::string json_figures(const replay_figures& f) {
 
 inline void print_json(const std::string& trace_dir, const std::vector<policy_replay>& reports) {
   std::printf("{\"trace\": \"%s\", \"policies\": [", json_escape(trace_dir).c_str());
-  for (std::size_t p = 0; p < reports.size(); ++p) {
-    const auto& r = reports[p];
+  for (const auto& [p, r] : ranges::views::enumerate(reports)) {
     std::printf("%s\n  {\"policy\": \"%s\", %s, \"layers\": [", p ? "," : "", json_escape(r.policy).c_str(),
                 json_figures(r.overall).c_str());
-    for (std::size_t l = 0; l < r.layers.size(); ++l) {
-      std::printf("%s\n    {\"layer\": %zu, %s}", l ? "," : "", l, json_figures(r.layers[l]).c_str());
+    for (const auto& [l, layer] : ranges::views::enumerate(r.layers)) {
+      std::printf("%s\n    {\"layer\": %zu, %s}", l ? "," : "", static_cast<std::size_t>(l),
+                  json_figures(layer).c_str());
     }
     std::printf("]}");
   }
@@ -98,8 +100,8 @@ inline void print_csv(const std::vector<policy_replay>& reports) {
   std::printf("%s\n", csv_header().c_str());
   for (const auto& r : reports) {
     std::printf("%s\n", csv_row(r.policy, "all", r.overall).c_str());
-    for (std::size_t l = 0; l < r.layers.size(); ++l) {
-      std::printf("%s\n", csv_row(r.policy, std::to_string(l), r.layers[l]).c_str());
+    for (const auto& [l, layer] : ranges::views::enumerate(r.layers)) {
+      std::printf("%s\n", csv_row(r.policy, std::to_string(l), layer).c_str());
     }
   }
 }
@@ -115,7 +117,7 @@ inline void print_table(const std::vector<policy_replay>& reports) {
                   f.retained_mass.mean, f.retained_mass.spread, f.recall.mean, f.recall.spread, f.max_device_load.mean,
                   f.latency_ratio.mean, f.latency_ratio.spread);
     };
-    for (std::size_t l = 0; l < r.layers.size(); ++l) row(std::to_string(l), r.layers[l]);
+    for (const auto& [l, layer] : ranges::views::enumerate(r.layers)) row(std::to_string(l), layer);
     row("all", r.overall);
     std::printf("\n");
   }

@@ -140,7 +140,7 @@ inline long long busiest_device_loads(const request_signatures& signatures, cons
 /// The greedy oracle for expert parallelism (see the file comment). O(N^2 / B x L x G x E / 64).
 inline batch_list greedy_ep_batches(const request_signatures& signatures, const device_masks& masks, int batch_size) {
   ep_batch_union batch(signatures, masks);
-  return detail::greedy_by_cost(signatures.requests(), batch_size, batch,
+  return detail::greedy_by_cost(detail::all_requests(signatures.requests()), batch_size, batch,
                                 [](const ep_batch_union& b, int request) { return b.added_cost(request); });
 }
 

@@ -92,14 +92,20 @@ inline batch_list random_batches(int requests, int batch_size, std::uint64_t see
 
 namespace detail {
 
-/// The greedy skeleton of the oracles: each batch starts from the oldest request left and
+/// The requests 0..count-1, oldest first.
+inline std::vector<int> all_requests(int count) {
+  std::vector<int> requests(static_cast<std::size_t>(std::max(count, 0)));
+  std::iota(requests.begin(), requests.end(), 0);
+  return requests;
+}
+
+/// The greedy skeleton of the oracles over `left` (request ids, oldest first): each batch
+/// starts from the oldest request left and
 /// takes, while it has room, the request of least `added_cost(batch, request)` (the oldest on
 /// ties; a cost of 0 is taken at once). `batch` is the union the cost reads: cleared per batch.
 template <class Union, class AddedCost>
-batch_list greedy_by_cost(int requests, int batch_size, Union& batch, AddedCost added_cost) {
+batch_list greedy_by_cost(std::vector<int> left, int batch_size, Union& batch, AddedCost added_cost) {
   check_batch_size(batch_size);
-  std::vector<int> left(static_cast<std::size_t>(std::max(requests, 0)));
-  std::iota(left.begin(), left.end(), 0);  // oldest first, kept in order
   batch_list batches;
   while (!left.empty()) {
     batch.clear();
@@ -127,7 +133,7 @@ batch_list greedy_by_cost(int requests, int batch_size, Union& batch, AddedCost 
 /// The study's greedy oracle (see the file comment).
 inline batch_list greedy_batches(const request_signatures& signatures, int batch_size) {
   batch_union batch(signatures);
-  return detail::greedy_by_cost(signatures.requests(), batch_size, batch,
+  return detail::greedy_by_cost(detail::all_requests(signatures.requests()), batch_size, batch,
                                 [](const batch_union& b, int request) { return b.new_experts(request); });
 }
 

@@ -134,16 +134,16 @@ struct header_info {
 /// corrupt or hostile file, and is refused before it is read.
 inline constexpr std::size_t max_header_bytes = std::size_t{1} << 20;
 
-/// Reads the preamble and header dictionary from the first `length` bytes of a file
-/// (enough when `length` >= data_start; `needs_more` is set otherwise).
-inline header_info parse_header(const unsigned char* bytes, std::size_t length, const std::string& origin,
-                                bool* needs_more = nullptr) {
+namespace detail {
+
+/// Where the header dictionary starts and how long it is, from the preamble (format 1 to 3).
+inline void read_preamble(const unsigned char* bytes, std::size_t length, const std::string& origin,
+                          std::size_t& header_start, std::size_t& header_length) {
   static constexpr unsigned char magic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (length < 10 || std::memcmp(bytes, magic, sizeof magic) != 0) {
     throw npy_error(origin + ": not a .npy file (bad magic string)");
   }
   const int major = bytes[6];
-  std::size_t header_length = 0, header_start = 0;
   if (major == 1) {
     header_length = bytes[8] | (static_cast<std::size_t>(bytes[9]) << 8);
     header_start = 10;
@@ -159,36 +159,20 @@ inline header_info parse_header(const unsigned char* bytes, std::size_t length, 
     throw npy_error(origin + ": header of " + std::to_string(header_length) + " bytes is larger than " +
                     std::to_string(max_header_bytes));
   }
-  if (header_start + header_length > length) {
-    if (needs_more != nullptr) {
-      *needs_more = true;
-      header_info partial;
-      partial.data_start = header_start + header_length;
-      return partial;
-    }
-    throw npy_error(origin + ": truncated header");
-  }
-  const std::string_view header(reinterpret_cast<const char*>(bytes + header_start), header_length);
+}
 
-  header_info result;
-  result.data_start = header_start + header_length;
-  const std::string_view type = detail::dict_value(header, "descr", origin);
-  bool known = false;
+/// The element type a `descr` names.
+inline dtype type_of_descr(std::string_view type, const std::string& origin) {
   for (dtype candidate : {dtype::float32, dtype::float16, dtype::int32, dtype::int64, dtype::boolean, dtype::uint8}) {
-    if (type == descr(candidate)) {
-      result.type = candidate;
-      known = true;
-    }
+    if (type == descr(candidate)) return candidate;
   }
-  if (!known) {
-    throw npy_error(origin + ": unsupported dtype '" + std::string(type) +
-                    "' (expected little-endian <f4, <f2, <i4, <i8, |b1 or |u1)");
-  }
-  const std::string_view fortran = detail::dict_value(header, "fortran_order", origin);
-  if (fortran.find("True") != std::string_view::npos) {
-    throw npy_error(origin + ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
-  }
-  const std::string_view shape = detail::dict_value(header, "shape", origin);
+  throw npy_error(origin + ": unsupported dtype '" + std::string(type) +
+                  "' (expected little-endian <f4, <f2, <i4, <i8, |b1 or |u1)");
+}
+
+/// The extents of a shape tuple such as "(3, 4)" into `result.shape` and its byte count into
+/// `result.payload`, refusing extents and products no file can hold.
+inline void read_shape(std::string_view shape, const std::string& origin, header_info& result) {
   std::size_t position = 1;
   std::size_t payload = item_size(result.type);
   while (position < shape.size()) {
@@ -209,6 +193,32 @@ inline header_info parse_header(const unsigned char* bytes, std::size_t length, 
     result.shape.push_back(extent);
   }
   result.payload = payload;
+}
+
+}  // namespace detail
+
+/// Reads the preamble and header dictionary from the first `length` bytes of a file
+/// (enough when `length` >= data_start; `needs_more` is set otherwise).
+inline header_info parse_header(const unsigned char* bytes, std::size_t length, const std::string& origin,
+                                bool* needs_more = nullptr) {
+  std::size_t header_start = 0, header_length = 0;
+  detail::read_preamble(bytes, length, origin, header_start, header_length);
+  header_info result;
+  result.data_start = header_start + header_length;
+  if (header_start + header_length > length) {
+    if (needs_more != nullptr) {
+      *needs_more = true;
+      return result;
+    }
+    throw npy_error(origin + ": truncated header");
+  }
+  const std::string_view header(reinterpret_cast<const char*>(bytes + header_start), header_length);
+  result.type = detail::type_of_descr(detail::dict_value(header, "descr", origin), origin);
+  const std::string_view fortran = detail::dict_value(header, "fortran_order", origin);
+  if (fortran.find("True") != std::string_view::npos) {
+    throw npy_error(origin + ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
+  }
+  detail::read_shape(detail::dict_value(header, "shape", origin), origin, result);
   return result;
 }
 
