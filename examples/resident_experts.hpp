@@ -18,7 +18,7 @@ struct resident_experts {
   moe_routing::expert_set resident;
 
   /// Called by either backend with its stage context (see docs/policies.md).
-  MOE_ROUTING_HOST_DEVICE void apply(moe_routing::set_stage_context auto& context) const {
+  MOE_ROUTING_HOST_DEVICE_TEMPLATE void apply(moe_routing::set_stage_context auto& context) const {
     for (int token = 0; token < context.tokens(); ++token) {
       if (!context.is_valid(token)) continue;
       for (const int expert : context.top_experts(token)) {

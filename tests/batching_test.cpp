@@ -142,7 +142,8 @@ TEST_CASE("batch forming: a hand-worked pool") {
 TEST_CASE("batch forming: partitions; the oracle equals a naive greedy and never loses to random") {
   static const std::array topic_counts{0, 4};
   static const std::array batch_sizes{1, 3, 8};
-  for (const auto [topics, batch_size] : ranges::views::cartesian_product(topic_counts, batch_sizes)) {
+  for (const auto [topic_count, size] : ranges::views::cartesian_product(topic_counts, batch_sizes)) {
+    const int topics = topic_count, batch_size = size;  // named copies: clang 14 cannot capture a structured binding
     CAPTURE(topics);
     CAPTURE(batch_size);
     const pool p(41, 4, 64, 6, topics, static_cast<unsigned>(100 + batch_size + topics));
@@ -222,7 +223,8 @@ TEST_CASE("online batches: a partition, each request within max_wait steps of it
   static const std::array online_batch_sizes{1, 5, 16};
   static const std::array waits{0, 1, 3, 8};
   const pool p(400, 4, 256, 8, 8, 91);
-  for (const auto [batch_size, max_wait] : ranges::views::cartesian_product(online_batch_sizes, waits)) {
+  for (const auto [size, wait] : ranges::views::cartesian_product(online_batch_sizes, waits)) {
+    const int batch_size = size, max_wait = wait;  // named copies: clang 14 cannot capture a structured binding
     CAPTURE(batch_size);
     CAPTURE(max_wait);
     const mb::batch_list online = mb::online_batches(p.signatures, batch_size, max_wait);

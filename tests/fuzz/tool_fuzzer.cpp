@@ -42,7 +42,9 @@ constexpr const char* gen_options[] = {"preset",   "experts", "top-k", "layers",
                                        "requests", "seed",    "half",  "out",    "help"};
 constexpr const char* replay_options[] = {"trace", "policy", "t-fetch", "t-token", "json", "csv", "help"};
 constexpr const char* sweep_options[] = {"trace", "grid", "csv", "svg", "t-fetch", "t-token", "help"};
-constexpr const char* other_commands[] = {"help", "--help", "-h", "", "bogus"};
+constexpr const char* batch_options[] = {"trace",   "batch-size", "method", "seed", "max-wait",
+                                         "devices", "then",       "json",   "csv",  "help"};
+constexpr const char* other_commands[] = {"help", "--help", "-h", "", "bogus", "batch"};
 constexpr const char* dictionary[] = {"s.npy",
                                       "h.npy",
                                       "b.npy",
@@ -107,7 +109,14 @@ constexpr const char* dictionary[] = {"s.npy",
                                       "repeat",
                                       "uniform",
                                       "qwen3-30b-a3b",
-                                      "deepseek-r1"};
+                                      "deepseek-r1",
+                                      "deepseek-topics",
+                                      "fifo",
+                                      "lsh",
+                                      "spectral",
+                                      "online",
+                                      "oracle",
+                                      "ep-oracle"};
 // What the reset puts in the sandbox; anything else was made by the tool.
 const std::set<std::string> fixed_entries = {"s.npy", "h.npy", "b.npy", "m.npy", "o.npy", "p.npy", "t", "d", "f.npy"};
 
@@ -147,6 +156,7 @@ std::string option_word(const std::string& command, fuzz::byte_stream& in) {
   if (command == "gen") return std::string("--") + pick(gen_options, in);
   if (command == "replay") return std::string("--") + pick(replay_options, in);
   if (command == "sweep") return std::string("--") + pick(sweep_options, in);
+  if (command == "batch") return std::string("--") + pick(batch_options, in);
   return std::string("--") + pick(route_options, in);
 }
 

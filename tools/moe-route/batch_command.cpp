@@ -49,7 +49,7 @@ constexpr const char* batch_help =
     "Default methods: fifo random lsh spectral online oracle, and ep-oracle with a placement.\n";
 
 /// The trace's requests and the experts vanilla top-k gave their tokens, per layer.
-mb::request_signatures signatures_of(const mr::io::trace& trace) {
+mb::request_signatures signatures_of(const mr::io::trace& trace, const replay_progress& progress) {
   std::vector<std::int32_t> segments;
   int requests = 0;
   for (int s = 0; s < trace.step_count(); ++s) {
@@ -77,6 +77,7 @@ mb::request_signatures signatures_of(const mr::io::trace& trace) {
       else
         record(trace.batch<float>(layer, s, segments));
     }
+    progress(layer + 1, trace.layers);
   }
   return signatures;
 }
@@ -233,6 +234,19 @@ void print_table(const std::string& dir, int requests, int batch_size, const met
   }
 }
 
+/// The methods --method names (each checked), or none for the defaults.
+std::vector<std::string> methods_of(const arguments& args) {
+  const std::vector<std::string> methods = args.all("method");
+  for (const auto& m : methods) {
+    if (m != "fifo" && m != "random" && m != "lsh" && m != "spectral" && m != "online" && m != "oracle" &&
+        m != "ep-oracle") {
+      throw usage_error("--method must be one of fifo, random, lsh, spectral, online, oracle, ep-oracle, got '" + m +
+                        "'");
+    }
+  }
+  return methods;
+}
+
 /// The trace's placement, or `--devices G` experts in G contiguous blocks; empty for neither.
 std::vector<std::int32_t> placement_of(const arguments& args, const mr::io::trace& trace, int& devices) {
   devices = 0;
@@ -263,14 +277,9 @@ int batch_command(const std::vector<std::string>& words) {
       parse_integer(args.required("batch-size"), "--batch-size", 1, mb::request_signatures::max_requests));
   const auto seed = static_cast<std::uint64_t>(args.integer("seed", 1, 0, std::numeric_limits<long long>::max()));
   const int max_wait = static_cast<int>(args.integer("max-wait", 4, 0, 1 << 20));
-  std::vector<std::string> methods = args.all("method");
-  for (const auto& m : methods) {
-    if (m != "fifo" && m != "random" && m != "lsh" && m != "spectral" && m != "online" && m != "oracle" &&
-        m != "ep-oracle") {
-      throw usage_error("--method must be one of fifo, random, lsh, spectral, online, oracle, ep-oracle, got '" + m +
-                        "'");
-    }
-  }
+  std::vector<std::string> methods = methods_of(args);
+  const std::optional<mr::runtime_policy> then =
+      args.has("then") ? std::optional(parse_or_usage(args.get("then", ""))) : std::nullopt;
   const std::string dir = args.required("trace");
   const mr::io::trace trace = load_trace_or_fail(dir);
   int devices = 0;
@@ -282,11 +291,9 @@ int batch_command(const std::vector<std::string>& words) {
   if (devices == 0 && std::find(methods.begin(), methods.end(), "ep-oracle") != methods.end()) {
     throw usage_error("--method ep-oracle needs a placement: a trace with placement.npy, or --devices G");
   }
-  const mb::request_signatures signatures = signatures_of(trace);
+  const mb::request_signatures signatures = signatures_of(trace, stderr_progress("batch: signatures"));
   const std::optional<mb::device_masks> masks =
       devices > 0 ? std::optional<mb::device_masks>(std::in_place, signatures, placement, devices) : std::nullopt;
-  const std::optional<mr::runtime_policy> then =
-      args.has("then") ? std::optional(parse_or_usage(args.get("then", ""))) : std::nullopt;
   const std::vector<std::pair<int, int>> tokens_of =
       then ? tokens_of_requests(trace) : std::vector<std::pair<int, int>>{};
   const forming_inputs inputs{signatures,
@@ -300,7 +307,11 @@ int batch_command(const std::vector<std::string>& words) {
   const report_columns columns{devices > 0, then.has_value()};
   const method_result random = form_with("random", inputs);
   std::vector<method_result> results;
-  for (const auto& m : methods) results.push_back(form_with(m, inputs));
+  const replay_progress formed = stderr_progress("batch: methods");
+  for (const auto& m : methods) {
+    results.push_back(form_with(m, inputs));
+    formed(static_cast<long long>(results.size()), static_cast<long long>(methods.size()));
+  }
   if (args.has("json")) {
     print_json(dir, signatures.requests(), batch_size, random, columns, results);
   } else if (args.has("csv")) {

@@ -6,8 +6,13 @@
 
 #if defined(__CUDACC__)
 #define MOE_ROUTING_HOST_DEVICE __host__ __device__
+/// For a function template that is host and device code but may be instantiated with a
+/// host-only argument (a user stage's `apply` with the CPU's context): nvcc then checks only
+/// the side it is called from.
+#define MOE_ROUTING_HOST_DEVICE_TEMPLATE _Pragma("nv_exec_check_disable") __host__ __device__
 #else
 #define MOE_ROUTING_HOST_DEVICE
+#define MOE_ROUTING_HOST_DEVICE_TEMPLATE
 #endif
 
 namespace moe_routing {
