@@ -241,35 +241,27 @@ inline std::string random_policy_text(std::mt19937& rng, const problem& p) {
   return choices[static_cast<std::size_t>(uniform(0, static_cast<int>(choices.size()) - 1))];
 }
 
+inline bool is_dense(mr::column_mass gate) { return gate == mr::column_mass::dense; }
+
 /// The naive router's form of each built-in set stage (reads parameters only).
 inline naive::stage to_naive_stage(const mr::topk_union& s) { return {.kind = "topk_union", .k = s.k}; }
 inline naive::stage to_naive_stage(const mr::prune& s) {
   return {.kind = "prune", .k0 = s.k0, .top_p = s.top_p, .beta = s.skip_ratio};
 }
 inline naive::stage to_naive_stage(const mr::greedy_mass& s) {
-  naive::stage st{.kind = "greedy_mass"};
-  st.add = s.add, st.size = s.size, st.mass = s.mass, st.dense = s.gate == mr::column_mass::dense;
-  return st;
+  return {.kind = "greedy_mass", .add = s.add, .size = s.size, .mass = s.mass, .dense = is_dense(s.gate)};
 }
 inline naive::stage to_naive_stage(const mr::per_request& s) {
-  naive::stage st{.kind = "per_request"};
-  st.k0 = s.k0, st.m_r = s.m_r, st.dense = s.gate == mr::column_mass::dense;
-  return st;
+  return {.kind = "per_request", .k0 = s.k0, .m_r = s.m_r, .dense = is_dense(s.gate)};
 }
 inline naive::stage to_naive_stage(const mr::ep_fill& s) {
-  naive::stage st{.kind = "ep_fill"};
-  st.m_g = s.m_g, st.dense = s.gate == mr::column_mass::dense;
-  return st;
+  return {.kind = "ep_fill", .m_g = s.m_g, .dense = is_dense(s.gate)};
 }
 inline naive::stage to_naive_stage(const mr::vote_drop& s) {
-  naive::stage st{.kind = "vote_drop"};
-  st.d = s.d, st.dense = s.gate == mr::column_mass::dense;
-  return st;
+  return {.kind = "vote_drop", .d = s.d, .dense = is_dense(s.gate)};
 }
 inline naive::stage to_naive_stage(const mr::confidence_keep& s) {
-  naive::stage st{.kind = "confidence_keep"};
-  st.conf = s.min_confidence, st.budget = s.budget, st.dense = s.gate == mr::column_mass::dense;
-  return st;
+  return {.kind = "confidence_keep", .budget = s.budget, .conf = s.min_confidence, .dense = is_dense(s.gate)};
 }
 
 /// The naive router's form of a parsed policy (reads parameters only).

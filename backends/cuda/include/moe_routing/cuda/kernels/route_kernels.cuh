@@ -238,8 +238,8 @@ __device__ void finish_plan(const Call& c, const std::uint32_t* selected, block_
   plan_summary& summary = *c.plan.summary;
   const std::uint32_t* active = c.ws.active;
   for (int w = static_cast<int>(threadIdx.x); w < expert_set::word_count; w += blockDim.x) {
-    summary.active.set_word(w, active[2 * w] | static_cast<std::uint64_t>(active[2 * w + 1]) << 32);
-    summary.selected.set_word(w, selected[2 * w] | static_cast<std::uint64_t>(selected[2 * w + 1]) << 32);
+    summary.active.set_word(w, set_word64(active, w));
+    summary.selected.set_word(w, set_word64(selected, w));
   }
   const bool placement_usable = c.batch.placement != nullptr && *c.ws.error != bad_placement;
   const int devices = placement_usable ? c.batch.device_count : 0;

@@ -33,6 +33,15 @@ struct block_sets {
 __device__ inline bool has(const std::uint32_t* set, int e) { return (set[e >> 5] >> (e & 31)) & 1u; }
 __device__ inline void add(std::uint32_t* set, int e) { atomicOr(set + (e >> 5), 1u << (e & 31)); }
 __device__ inline void remove(std::uint32_t* set, int e) { atomicAnd(set + (e >> 5), ~(1u << (e & 31))); }
+/// Word `w` of an `expert_set` (64 experts) from a shared bitset of 32-bit words.
+__device__ inline std::uint64_t set_word64(const std::uint32_t* set, int w) {
+  return set[2 * w] | static_cast<std::uint64_t>(set[2 * w + 1]) << 32;
+}
+/// Stores word `w` of an `expert_set` into a shared bitset of 32-bit words.
+__device__ inline void store_word64(std::uint32_t* set, int w, std::uint64_t word) {
+  set[2 * w] = static_cast<std::uint32_t>(word);
+  set[2 * w + 1] = static_cast<std::uint32_t>(word >> 32);
+}
 __device__ inline int set_size(const std::uint32_t* set) {
   int total = 0;
   for (int w = 0; w < set_words; ++w) total += __popc(set[w]);

@@ -41,17 +41,15 @@ class serial_stage_context {
  public:
   __device__ explicit serial_stage_context(const block_stage_context<Element>& block) : block_(block) {
     for (int w = 0; w < expert_set::word_count; ++w) {
-      selected.set_word(w, words_of(block.shared().selected, w));
-      guaranteed.set_word(w, words_of(block.shared().guaranteed, w));
+      selected.set_word(w, set_word64(block.shared().selected, w));
+      guaranteed.set_word(w, set_word64(block.shared().guaranteed, w));
     }
   }
   /// Writes S and the guaranteed set back to the block's shared memory.
   __device__ void store() const {
     for (int w = 0; w < expert_set::word_count; ++w) {
-      block_.shared().selected[2 * w] = static_cast<std::uint32_t>(selected.word(w));
-      block_.shared().selected[2 * w + 1] = static_cast<std::uint32_t>(selected.word(w) >> 32);
-      block_.shared().guaranteed[2 * w] = static_cast<std::uint32_t>(guaranteed.word(w));
-      block_.shared().guaranteed[2 * w + 1] = static_cast<std::uint32_t>(guaranteed.word(w) >> 32);
+      store_word64(block_.shared().selected, w, selected.word(w));
+      store_word64(block_.shared().guaranteed, w, guaranteed.word(w));
     }
   }
 
@@ -84,9 +82,6 @@ class serial_stage_context {
   expert_set guaranteed;  ///< union of every token's guaranteed experts
 
  private:
-  __device__ static std::uint64_t words_of(const std::uint32_t* words, int w) {
-    return words[2 * w] | static_cast<std::uint64_t>(words[2 * w + 1]) << 32;
-  }
   const block_stage_context<Element>& block_;
 };
 
