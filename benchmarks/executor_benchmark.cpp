@@ -3,7 +3,9 @@
 //  - executor/qwen3: one MoE layer shaped like Qwen3-30B-A3B (E = 128, d = 2048, h = 768,
 //    k = 8, bfloat16 weights) at decode batch sizes, its effective weight bandwidth
 //    (active experts x bytes per expert / time) and that as a fraction of bandwidth/read;
+//  - executor/kernel:K/n:N: the same with each projection kernel this CPU runs;
 //  - executor/active: latency against the number of active experts at n = 16.
+// The context names the CPU model and the kernels the build takes on it.
 // The weights of three layers (3.4 GiB) are allocated and each iteration takes the next
 // layer and a fresh plan, so no expert is still cached from the previous iteration.
 // End-to-end layer time per policy is benchmarks/layer_benchmark.cpp.
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <execution>
+#include <fstream>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -95,7 +98,7 @@ std::vector<mr::routing_plan> trace_plans(int n) {
   std::vector<mr::routing_plan> plans;
   std::vector<std::int32_t> segments;
   for (int s = 0; s < trace.step_count(); ++s) {
-    plans.emplace_back(n, top_k, experts);
+    plans.emplace_back(mr::plan_shape{.tokens = n, .experts = experts, .top_k = top_k});
     mr::throw_if_failed(
         mr::cpu::route(mr::presets::vanilla(top_k), trace.batch<float>(0, s, segments), plans.back().view()));
   }
@@ -122,27 +125,50 @@ std::vector<mr::routing_plan> plans_with_active(int active) {
       }
     }
     mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
-    plans.emplace_back(n, top_k, experts);
+    plans.emplace_back(mr::plan_shape{.tokens = n, .experts = experts, .top_k = top_k});
     mr::throw_if_failed(mr::cpu::route(mr::presets::vanilla(top_k), batch, plans.back().view()));
   }
   return plans;
 }
 
-void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans, bool paired = false) {
+void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans, bool paired = false,
+               mr::cpu::isa_level kernel = mr::cpu::cpu_isa()) {
   std::function<double(double)> paired_read;
   if (paired) paired_read = [](double bytes) { return read_reference::instance().read(bytes); };
   bench::run_layers(
       state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& { return plans[call % plans.size()]; },
-      paired_read);
+      paired_read, kernel);
+}
+
+/// The CPU model, as /proc/cpuinfo names it.
+std::string cpu_model() {
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
 }
 
 const bool registered = [] {
+  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::AddCustomContext("kernels", mr::cpu::kernel_report());
   benchmark::RegisterBenchmark("bandwidth/read", bandwidth_read)->UseRealTime()->Unit(benchmark::kMillisecond);
   for (const int n : {1, 4, 16, 64}) {
     benchmark::RegisterBenchmark(("executor/qwen3/n:" + std::to_string(n)).c_str(),
                                  [n](benchmark::State& s) { run_plans(s, n, trace_plans(n), /*paired=*/true); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+  }
+  // Every vector kernel this CPU runs, side by side (the default above is the fastest).
+  for (int level = static_cast<int>(mr::cpu::isa_level::avx2); level <= static_cast<int>(mr::cpu::cpu_isa()); ++level) {
+    const auto kernel = static_cast<mr::cpu::isa_level>(level);
+    for (const int n : {1, 4, 16, 64}) {
+      benchmark::RegisterBenchmark(
+          (std::string("executor/kernel:") + mr::cpu::name_of(kernel) + "/n:" + std::to_string(n)).c_str(),
+          [n, kernel](benchmark::State& s) { run_plans(s, n, trace_plans(n), /*paired=*/true, kernel); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   for (int active = 8; active <= 128; active += 12) {
     benchmark::RegisterBenchmark(("executor/active:" + std::to_string(active)).c_str(),

@@ -54,7 +54,7 @@ void layer(benchmark::State& state, const std::string& preset, const batch_shape
   const int n = shape.tokens, experts = trace.experts;
   const mr::runtime_policy policy = mr::parse_policy_or_throw(policy_text);
   mr::cpu::workspace route_ws({n, experts, top_k});
-  mr::routing_plan plan(n, top_k, experts);
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = top_k});
   std::vector<std::int32_t> segments;
   double route_seconds = 0;
   bench::run_layers(state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& {

@@ -72,9 +72,11 @@ class weight_pool {
 /// measured at another time moves by as much; paired, the drift cancels.
 inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, int experts,
                        const std::function<mr::routing_plan&(std::size_t call)>& plan_for,
-                       const std::function<double(double bytes)>& paired_read = {}) {
+                       const std::function<double(double bytes)>& paired_read = {},
+                       mr::cpu::isa_level kernel = mr::cpu::cpu_isa()) {
   std::vector<float> x(static_cast<std::size_t>(n) * hidden, 0.01f), y(x.size());
   mr::cpu::executor_workspace ws({n, top_k, experts, hidden, width});
+  ws.force_kernel(kernel);
   std::vector<mr::expert_weights<mr::bfloat16>> views;
   for (int l = 0; l < pool.layers(); ++l) views.push_back(pool.layer(l, experts));
   std::size_t call = 0;
@@ -96,6 +98,7 @@ inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, 
     for (int i = 0; i < n; ++i) assignments_total += plan.count(i);
     ++call;
   }
+  state.SetLabel(std::string("kernel:") + mr::cpu::name_of(ws.last_kernel()));
   if (paired_read && layer_seconds > 0)
     state.counters["fraction_of_read"] = read_seconds / layer_seconds;  // equal bytes
   const double calls = static_cast<double>(std::max<std::size_t>(call, 1));

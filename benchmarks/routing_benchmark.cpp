@@ -74,7 +74,7 @@ void route_preset(benchmark::State& state, const std::string& name, Exec exec) {
   }
   const mr::runtime_policy policy = mr::parse_policy_or_throw(preset_text(name, k));
   mr::cpu::workspace ws({n, experts, k});
-  mr::routing_plan plan(n, k, experts);
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
   int next = 0;
   for (auto _ : state) {
     const mr::status s = mr::cpu::route(policy, batches[static_cast<std::size_t>(next)], plan.view(), ws, exec);

@@ -19,3 +19,4 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/moe_routing-config-
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/moe_routing-config.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/moe_routing-config-version.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/moe_routing)
+install(FILES LICENSE CHANGELOG.md README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -21,7 +21,8 @@ int main() {
   mr::throw_if_failed(mr::validate_policy(oea_with_cache));
 
   mr::cpu::workspace ws({n, experts, k});
-  mr::routing_plan plain(n, k, experts), cached(n, k, experts);
+  mr::routing_plan plain({.tokens = n, .experts = experts, .top_k = k}),
+      cached({.tokens = n, .experts = experts, .top_k = k});
   mr::throw_if_failed(mr::cpu::route(oea, batch, plain.view(), ws));
   mr::throw_if_failed(mr::cpu::route(oea_with_cache, batch, cached.view(), ws));
   int loads_plain = 0, loads_cached = 0;

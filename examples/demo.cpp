@@ -37,7 +37,7 @@ int main() {
                            "skip(beta=0.3,k=8)"};
 
   mr::cpu::workspace ws({n, experts, k});
-  mr::routing_plan vanilla(n, k, experts, devices);
+  mr::routing_plan vanilla({.tokens = n, .experts = experts, .top_k = k, .devices = devices});
   mr::throw_if_failed(mr::cpu::route(mr::presets::vanilla(k), batch, vanilla.view(), ws));
 
   std::printf("Qwen3-30B-A3B-shaped decode batch: n = %d tokens, E = %d experts, k = %d\n\n", n, experts, k);
@@ -45,7 +45,7 @@ int main() {
               "latency");
   for (const char* text : presets) {
     const mr::runtime_policy policy = mr::parse_policy_or_throw(text);
-    mr::routing_plan plan(n, k, experts, devices);
+    mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k, .devices = devices});
     mr::throw_if_failed(mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par));
     const mr::plan_metrics m = mr::measure_plan(batch, plan, vanilla);
     std::printf("%-38s %8d %5d %9.3f %7.3f %9d %8.2f\n", text, m.active, m.selected, m.mean_retained_mass,

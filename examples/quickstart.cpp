@@ -15,7 +15,7 @@ int main() {
   auto policy = mr::prune{.k0 = 4} | mr::refine{.k = k};
   mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
   mr::cpu::workspace ws({.max_tokens = n, .experts = experts, .top_k = k});
-  mr::routing_plan plan(n, k, experts);
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
   mr::throw_if_failed(mr::cpu::route(policy, batch, plan.view(), ws));  // ids, weights [n, k]
 
   std::printf("|active| = %d experts; token 0 -> expert %d (w = %.3f)\n", plan.summary().active_count, plan.id(0, 0),

@@ -46,7 +46,7 @@ TEST_CASE("a sequential routing call allocates nothing, for every preset") {
   batch.segments = segments.data();
   batch.request_count = static_cast<int>(segments.size()) - 1;
   mr::cpu::workspace ws({n, experts, k});
-  mr::routing_plan plan(n, k, experts, devices);
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k, .devices = devices});
   for (const char* text :
        {"topk(k=8)", "oea(k0=4,top_p=0.8,max_rank=20,k=8)", "pruned(k0=3,k=8)", "xshare(k0=1,m=16,k=8,gate=dense)",
         "xshare_spec(k0=1,m=2,m_r=4,k=8,gate=dense)", "xshare_ep(k0=1,m_g=20,k=8)", "lynx_lat(d=32,k=8)",
@@ -76,7 +76,7 @@ TEST_CASE("parallel routing calls: the library allocates nothing of its own") {
   for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
   mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
   mr::cpu::workspace ws({n, experts, k});
-  mr::routing_plan plan(n, k, experts);
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
   const auto policy = mr::presets::oea(3, k);
   for (int warm = 0; warm < 50; ++warm)
     REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par).ok());

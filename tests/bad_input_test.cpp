@@ -33,17 +33,17 @@ TEST_CASE("the convenience router throws routing_error with the same message") {
 }
 
 TEST_CASE("sizes are refused before anything is allocated for them") {
-  CHECK_THROWS_WITH_AS(mr::routing_plan(-1, 4, 16),
+  CHECK_THROWS_WITH_AS(mr::routing_plan({.tokens = -1, .experts = 16, .top_k = 4}),
                        "invalid parameter: routing_plan.tokens = -1: must be in [0, max_tokens] max_tokens = 16384",
                        mr::routing_error);
-  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 0, 16),
+  CHECK_THROWS_WITH_AS(mr::routing_plan({.tokens = 4, .experts = 16, .top_k = 0}),
                        "invalid parameter: routing_plan.top_k = 0: must be in [1, max_top_k] max_top_k = 32",
                        mr::routing_error);
   CHECK_THROWS_WITH_AS(
-      mr::routing_plan(4, 4, 1 << 30),
+      mr::routing_plan({.tokens = 4, .experts = 1 << 30, .top_k = 4}),
       "invalid parameter: routing_plan.experts = 1073741824: must be in [2, max_experts] max_experts = 1024",
       mr::routing_error);
-  CHECK_THROWS_WITH_AS(mr::routing_plan(4, 4, 16, -2),
+  CHECK_THROWS_WITH_AS(mr::routing_plan({.tokens = 4, .experts = 16, .top_k = 4, .devices = -2}),
                        "invalid parameter: routing_plan.devices = -2: must be in [0, max_experts] max_experts = 1024",
                        mr::routing_error);
   CHECK_THROWS_WITH_AS(mr::cpu::workspace({-1, 16, 4}),
@@ -57,6 +57,22 @@ TEST_CASE("sizes are refused before anything is allocated for them") {
                        mr::routing_error);
 }
 
+TEST_CASE("a plan's sizes come in the workspace's order, and the 0.1 order (n, k, E) still builds the same plan") {
+  const mr::routing_plan plan(mr::plan_shape{5, 16, 4, 2});  // n, E, k, G: as cpu::workspace({n, E, k})
+  CHECK(plan.tokens() == 5);
+  CHECK(plan.experts() == 16);
+  CHECK(plan.top_k() == 4);
+  CHECK(plan.devices() == 2);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const mr::routing_plan old(5, 4, 16, 2);  // deprecated: n, k, E, G
+#pragma GCC diagnostic pop
+  CHECK(old.tokens() == 5);
+  CHECK(old.experts() == 16);
+  CHECK(old.top_k() == 4);
+  CHECK(old.devices() == 2);
+}
+
 TEST_CASE("a router re-binds to a batch of another expert count, or refuses it") {
   std::vector<float> scores(4 * 64);
   for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>((i * 37) % 101) / 10.0f;
@@ -65,7 +81,7 @@ TEST_CASE("a router re-binds to a batch of another expert count, or refuses it")
   mr::routing_batch<float> narrow{mr::make_score_view(scores.data(), 4, 16, 64)};
   const mr::routing_plan& plan = router.route(narrow);
   CHECK(plan.experts() == 16);
-  mr::routing_plan expected(4, 4, 16);
+  mr::routing_plan expected({.tokens = 4, .experts = 16, .top_k = 4});
   mr::cpu::workspace ws({4, 16, 4});
   REQUIRE(mr::cpu::route(mr::presets::oea(2, 4), narrow, expected.view(), ws).ok());
   CHECK(test::identical(plan, expected));
@@ -92,7 +108,7 @@ TEST_CASE("empty batches and fully masked batches route to nothing") {
     const auto policy = mr::parse_policy_or_throw(text);
     std::vector<float> scores(3 * 16, 1.0f);
     mr::cpu::workspace ws({3, 16, 4});
-    mr::routing_plan empty(0, 4, 16);
+    mr::routing_plan empty({.tokens = 0, .experts = 16, .top_k = 4});
     mr::routing_batch<float> none{mr::make_score_view(scores.data(), 0, 16)};
     REQUIRE(mr::cpu::route(policy, none, empty.view(), ws).ok());
     CHECK(empty.summary().active_count == 0);
@@ -100,7 +116,8 @@ TEST_CASE("empty batches and fully masked batches route to nothing") {
     const std::vector<std::uint8_t> mask(3, 0);
     mr::routing_batch<float> masked{mr::make_score_view(scores.data(), 3, 16)};
     masked.token_mask = mask.data();
-    mr::routing_plan plan(3, 4, 16, 0, {mr::padding_kind::repeat, -1});
+    mr::routing_plan plan(
+        {.tokens = 3, .experts = 16, .top_k = 4, .devices = 0, .pad = {mr::padding_kind::repeat, -1}});
     REQUIRE(mr::cpu::route(policy, masked, plan.view(), ws).ok());
     CHECK(plan.summary().active_count == 0);
     CHECK(plan.ids() == std::vector<std::int32_t>(12, -1));  // no active expert to repeat
@@ -133,7 +150,7 @@ TEST_CASE("non-finite scores: every row still gets a valid, finite, non-negative
       mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
       batch.mode = mode;
       mr::cpu::workspace ws({n, experts, k});
-      mr::routing_plan plan(n, k, experts);
+      mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
       REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
       for (int i = 0; i < n; ++i) {
         REQUIRE(plan.count(i) >= 1);
@@ -148,7 +165,7 @@ TEST_CASE("non-finite scores: every row still gets a valid, finite, non-negative
       }
       // +inf ranks first, NaN last (SPEC section 2): row 3 in a mode that keeps +inf.
       if (mode == mr::scoring::probabilities) {
-        mr::routing_plan top(n, k, experts);
+        mr::routing_plan top({.tokens = n, .experts = experts, .top_k = k});
         REQUIRE(mr::cpu::route(mr::presets::vanilla(3), batch, top.view(), ws).ok());
         CHECK(top.id(3, 0) == 1);
         CHECK(top.id(3, 1) == 5);
@@ -211,7 +228,7 @@ TEST_CASE("route without a workspace argument uses a per-thread workspace and gi
     const test::problem p = test::random_problem(rng);
     const auto policy = mr::parse_policy_or_throw(test::random_policy_text(rng, p));
     const auto expected = test::route_problem(p, policy);
-    mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G);
+    mr::routing_plan plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G});
     const mr::status s = p.type == test::element::f32 ? mr::cpu::route(policy, p.batch<float>(), plan.view())
                          : p.type == test::element::f16
                              ? mr::cpu::route(policy, p.batch<mr::float16>(), plan.view(), std::execution::par)
@@ -222,7 +239,7 @@ TEST_CASE("route without a workspace argument uses a per-thread workspace and gi
   // A bad shape is reported, not allocated for.
   std::vector<float> scores(16);
   mr::routing_batch<float> batch{mr::make_score_view(scores.data(), 1, 1)};
-  mr::routing_plan plan(1, 1, 2);
+  mr::routing_plan plan({.tokens = 1, .experts = 2, .top_k = 1});
   CHECK(mr::to_string(mr::cpu::route(mr::presets::vanilla(1), batch, plan.view())).find("batch.E = 1") !=
         std::string::npos);
 }

@@ -139,7 +139,7 @@ TEST_CASE("batch forming: a hand-worked pool") {
   CHECK_THROWS_AS(mb::fifo_batches(4, 0), moe_routing::routing_error);
 }
 
-TEST_CASE("batch forming: partitions; the oracle equals a naive greedy and never loses to random") {
+TEST_CASE("batch forming: partitions, and the oracle equals a naive greedy and never loses to random") {
   static const std::array topic_counts{0, 4};
   static const std::array batch_sizes{1, 3, 8};
   for (const auto [topic_count, size] : ranges::views::cartesian_product(topic_counts, batch_sizes)) {
@@ -267,7 +267,7 @@ long long naive_busiest(const std::vector<expert_pairs>& sets, const std::vector
 
 }  // namespace
 
-TEST_CASE("expert-parallel batches: the busiest device's cost against naive sets; greedy beats random on it") {
+TEST_CASE("expert-parallel batches: the busiest device's cost against naive sets, and greedy beats random on it") {
   const int layers = 4, experts = 96, devices = 4;
   const pool p(120, layers, experts, 6, 6, 23);
   std::vector<std::int32_t> placement(experts);

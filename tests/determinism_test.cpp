@@ -44,7 +44,7 @@ TEST_CASE("concurrent routing with a shared policy gives the single-thread plans
       for (int round = 0; round < 20; ++round) {
         for (std::size_t i = 0; i < problems.size(); ++i) {
           const auto& p = problems[(i + static_cast<std::size_t>(t)) % problems.size()];
-          mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G);
+          mr::routing_plan plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G});
           mr::cpu::workspace ws({p.ref.n, p.ref.E, p.top_k});
           const auto s = p.type == test::element::f32
                              ? mr::cpu::route(policy, p.batch<float>(), plan.view(), ws, std::execution::par)

@@ -21,7 +21,7 @@ TEST_CASE("softmax top-k with renormalisation (Qwen3 norm_topk_prob, Mixtral)") 
     for (auto& x : logits) x = std::normal_distribution<float>(0.0f, 2.0f)(rng);
     mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
     mr::cpu::workspace ws({n, experts, k});
-    mr::routing_plan plan(n, k, experts);
+    mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
     REQUIRE(mr::cpu::route(mr::presets::vanilla(k), batch, plan.view(), ws).ok());
     for (int i = 0; i < n; ++i) {
       const float* row = &logits[static_cast<std::size_t>(i) * experts];
@@ -55,7 +55,7 @@ TEST_CASE("DeepSeek-V3: sigmoid, bias, n_group = 8, topk_group = 4, routed_scali
     batch.bias = bias.data();
     batch.groups = {n_group, topk_group, mr::group_score::top2_sum};
     mr::cpu::workspace ws({n, experts, k});
-    mr::routing_plan plan(n, k, experts);
+    mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
     REQUIRE(
         mr::cpu::route(mr::presets::vanilla(k, {mr::weighting::renormalize, scaling}), batch, plan.view(), ws).ok());
     for (int i = 0; i < n; ++i) {

@@ -34,7 +34,7 @@ void check_bitwise_stable(std::uint32_t seed, int d, int h, int shared_h, bool b
     const std::vector<float>& x = inputs.x;
     mr::cpu::executor_workspace ws({n, k, experts, d, h, 2, shared_h, bf16_activations});
     for (const char* text : test::bodies::executor_policies) {
-      mr::routing_plan plan(n, k, experts);
+      mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
       REQUIRE(mr::cpu::route(mr::parse_policy_or_throw(text), inputs.batch(), plan.view()).ok());
       for (const bool with_shared : {false, true}) {
         CAPTURE(n);
@@ -87,7 +87,7 @@ TEST_CASE("experts that no token uses are never read (their weights trap on acce
       logits[static_cast<std::size_t>(i) * experts + e] = std::normal_distribution<float>(0, 1)(rng);
   for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
   mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
-  mr::routing_plan plan(n, k, experts);
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
   REQUIRE(mr::cpu::route(mr::presets::oea(1, k), batch, plan.view()).ok());
   // One PROT_NONE mapping large enough for any matrix: reading it kills the test.
   const std::size_t bytes = static_cast<std::size_t>(d) * h * 2 * sizeof(mr::bfloat16);
@@ -118,7 +118,7 @@ TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") 
   std::vector<float> x(4 * 32, 0.5f), y(4 * 32), logits(4 * 16);
   for (auto& v : logits) v = std::normal_distribution<float>(0, 1)(rng);
   mr::routing_batch<float> batch{mr::make_score_view(logits.data(), 4, 16)};
-  mr::routing_plan plan(4, 2, 16);
+  mr::routing_plan plan({.tokens = 4, .experts = 16, .top_k = 2});
   REQUIRE(mr::cpu::route(mr::presets::vanilla(2), batch, plan.view()).ok());
   auto w = view_of<float>(bank, false, nullptr);
   mr::cpu::executor_workspace ws({4, 2, 16, 32, 16});
@@ -128,7 +128,7 @@ TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") 
   REQUIRE(beyond);
   CHECK(mr::to_string(mr::cpu::moe_forward(x.data(), 4, plan.view(), w, y.data(), ws))
             .find("must be an expert index below weights.experts = 8") != std::string::npos);
-  mr::routing_plan small(4, 2, 8);
+  mr::routing_plan small({.tokens = 4, .experts = 8, .top_k = 2});
   mr::routing_batch<float> eight{mr::make_score_view(logits.data(), 4, 8, 16)};
   REQUIRE(mr::cpu::route(mr::presets::vanilla(2), eight, small.view()).ok());
   CHECK(mr::cpu::moe_forward(x.data(), 4, small.view(), w, y.data(), ws).ok());
@@ -169,12 +169,95 @@ TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") 
         "shape mismatch: weights.hidden = 0: must be positive");
 }
 
-TEST_CASE("builds that target AMX run the bf16 projections on tiles") {
-#if MOE_ROUTING_HAS_AMX
-  CHECK(mr::cpu::amx::available());  // the OS granted tile data; else the tests above ran the vector kernel
-#else
-  MESSAGE("this build does not target AMX (no -mamx-tile -mamx-bf16): the vector kernel was tested");
-#endif
+namespace {
+
+/// Lowers the CPU runner's kernel ceiling for one scope.
+struct kernel_ceiling_scope {
+  explicit kernel_ceiling_scope(mr::cpu::isa_level level) { set(level); }
+  ~kernel_ceiling_scope() { set(mr::cpu::cpu_isa()); }
+  kernel_ceiling_scope(const kernel_ceiling_scope&) = delete;
+  kernel_ceiling_scope& operator=(const kernel_ceiling_scope&) = delete;
+
+  static void set(mr::cpu::isa_level level) {
+    test::cpu_backend_runner::executor<float>::kernel_ceiling = level;
+    test::cpu_backend_runner::executor<mr::bfloat16>::kernel_ceiling = level;
+    test::cpu_backend_runner::executor<mr::float16>::kernel_ceiling = level;
+  }
+};
+
+/// The kernel a call with these weights ran, with the workspace forced to `level`.
+template <class Weight>
+mr::cpu::isa_level kernel_that_ran(mr::cpu::isa_level level, int d, bool bf16_activations) {
+  std::mt19937 rng(9);
+  const expert_bank<Weight> bank(4, d, 32, rng);
+  mr::cpu::executor_workspace ws({2, 2, 4, d, 32, 0, 0, bf16_activations});
+  ws.force_kernel(level);
+  const std::vector<float> logits = {2, 1, 0, 0, 0, 1, 2, 0};
+  const mr::routing_batch<float> batch{mr::make_score_view(logits.data(), 2, 4)};
+  mr::routing_plan plan({.tokens = 2, .experts = 4, .top_k = 2});
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(2), batch, plan.view()).ok());
+  std::vector<float> x(static_cast<std::size_t>(2) * d, 1.0f), y(x.size());
+  REQUIRE(mr::cpu::moe_forward(x.data(), 2, plan.view(), view_of<Weight>(bank, false, nullptr), y.data(), ws).ok());
+  return ws.last_kernel();
+}
+
+/// The levels to test on this machine, each once: portable up to what the CPU runs.
+std::vector<mr::cpu::isa_level> runnable_levels() {
+  std::vector<mr::cpu::isa_level> levels;
+  for (int l = 0; l <= static_cast<int>(mr::cpu::cpu_isa()); ++l) levels.push_back(static_cast<mr::cpu::isa_level>(l));
+  return levels;
+}
+
+}  // namespace
+
+// Shapes whose d and h are not multiples of the kernels' 8, 16 or 32 columns (row tails, a
+// short last block), and n up to 512 (128 tokens per expert: many token groups per block).
+TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
+  namespace bodies = test::bodies;
+  using runner = test::cpu_backend_runner;
+  for (const mr::cpu::isa_level level : runnable_levels()) {
+    const kernel_ceiling_scope scope(level);
+    const std::string name = mr::cpu::name_of(level);
+    CAPTURE(name);
+    bodies::executor_matches_naive_loop<runner, float>(21, 72, 44, 40, false);
+    bodies::executor_matches_naive_loop<runner, mr::float16>(22, 72, 44, 40, false);
+    bodies::executor_matches_naive_loop<runner, mr::bfloat16>(23, 72, 44, 40, false);
+    bodies::executor_matches_naive_loop<runner, mr::bfloat16>(24, 72, 44, 40, true);
+    bodies::executor_matches_naive_loop<runner, mr::bfloat16>(25, 128, 64, 96, true);  // whole tiles
+  }
+}
+
+TEST_CASE("a forced kernel is the one that runs, and the bfloat16 kernels only for bf16 x bf16 products") {
+  using mr::cpu::isa_level;
+  for (const isa_level level : runnable_levels()) {
+    const std::string name = mr::cpu::name_of(level);
+    CAPTURE(name);
+    const isa_level float_level = std::min(level, isa_level::avx512);
+    CHECK(kernel_that_ran<float>(level, 64, true) == float_level);
+    CHECK(kernel_that_ran<mr::float16>(level, 64, true) == float_level);
+    CHECK(kernel_that_ran<mr::bfloat16>(level, 64, false) == float_level);
+    CHECK(kernel_that_ran<mr::bfloat16>(level, 64, true) == level);
+    // AMX needs d in whole tiles; otherwise the call takes vdpbf16ps.
+    CHECK(kernel_that_ran<mr::bfloat16>(level, 72, true) == std::min(level, isa_level::avx512_bf16));
+  }
+}
+
+TEST_CASE("forcing a kernel this CPU does not run is refused, naming it") {
+  using mr::cpu::isa_level;
+  if (mr::cpu::cpu_isa() == isa_level::amx) {
+    MESSAGE("skipped: this CPU runs every kernel (set MOE_ROUTING_CPU_ISA lower to test the refusal)");
+    return;
+  }
+  mr::cpu::executor_workspace ws({1, 1, 1, 8, 8, 0, 0, true});
+  const auto above = static_cast<isa_level>(static_cast<int>(mr::cpu::cpu_isa()) + 1);
+  CHECK_THROWS_WITH_AS(ws.force_kernel(above),
+                       (std::string("executor kernel = ") + mr::cpu::name_of(above) + ": this CPU runs at most " +
+                        mr::cpu::name_of(mr::cpu::cpu_isa()))
+                           .c_str(),
+                       mr::routing_error);
+}
+
+TEST_CASE("the AMX tiles' packed copy keeps each tile row's 16 tokens x 2 columns together") {
   // The packed copy keeps each tile row's 16 tokens x 2 columns together.
   CHECK(mr::cpu::amx::packed_index(0, 0, 64) == 0);
   CHECK(mr::cpu::amx::packed_index(0, 1, 64) == 1);

@@ -15,7 +15,8 @@ TEST_CASE("metrics of OEA(k0=1) on the hand-example table") {
   batch.placement = placement.data();
   batch.device_count = 2;
   mr::cpu::workspace ws({3, 6, 3});
-  mr::routing_plan vanilla(3, 3, 6, 2), oea(3, 3, 6, 2);
+  mr::routing_plan vanilla({.tokens = 3, .experts = 6, .top_k = 3, .devices = 2}),
+      oea({.tokens = 3, .experts = 6, .top_k = 3, .devices = 2});
   REQUIRE(mr::cpu::route(mr::presets::vanilla(3), batch, vanilla.view(), ws).ok());
   REQUIRE(mr::cpu::route(mr::presets::oea(1, 3), batch, oea.view(), ws).ok());
   // OEA rows: {0,1,3} {1,3,0} {3,1,0}; vanilla rows {0,1,2} {1,2,3} {3,4,5}.

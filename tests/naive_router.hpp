@@ -90,9 +90,13 @@ inline token_info score_token(const batch& b, int i) {
     } else if (m == -INFINITY) {
       for (int e = 0; e < b.E; ++e) t.p[e] = 1.0f / static_cast<float>(b.E);
     } else {
-      float den = 0;
+      // SPEC preamble: the denominator only scales weights, so it is summed in double and
+      // rounded to float once (any summation order then gives the same float, or one a
+      // rounding step away).
+      double sum = 0;
       for (int e = 0; e < b.E; ++e)
-        if (!std::isnan(x[e])) den += std::exp(x[e] - m);
+        if (!std::isnan(x[e])) sum += static_cast<double>(std::exp(x[e] - m));
+      const float den = static_cast<float>(sum);
       for (int e = 0; e < b.E; ++e) t.p[e] = std::isnan(x[e]) ? 0.0f : std::exp(x[e] - m) / den;
     }
   } else {
@@ -137,12 +141,14 @@ inline token_info score_token(const batch& b, int i) {
   std::iota(t.order.begin(), t.order.end(), 0);
   std::sort(t.order.begin(), t.order.end(), [&](int a, int c) { return before(rank_value[a], a, rank_value[c], c); });
   float max_p = 0;
+  double total = 0;  // double, rounded once, like the denominator
   for (int e = 0; e < b.E; ++e) {
     if (t.candidate[e] && t.p[e] > 0) {
-      t.total += t.p[e];
+      total += static_cast<double>(t.p[e]);
       max_p = std::max(max_p, t.p[e]);
     }
   }
+  t.total = static_cast<float>(total);
   t.confidence = max_p / t.total;
   return t;
 }

@@ -14,7 +14,7 @@ namespace test {
 /// Routes `p` with `policy` (any policy form) on the CPU backend into a fresh plan.
 template <class Policy, class Exec = std::execution::sequenced_policy>
 mr::routing_plan route_problem(const problem& p, const Policy& policy, mr::padding pad = {}, Exec exec = {}) {
-  mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G, pad);
+  mr::routing_plan plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G, .pad = pad});
   mr::cpu::workspace ws({p.ref.n, p.ref.E, p.top_k});
   mr::status s;
   switch (p.type) {

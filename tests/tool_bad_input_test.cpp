@@ -931,6 +931,12 @@ void add_gen_numbers(std::vector<bad_case>& cases) {
                    with(with(base, "--experts", "64"), "--top-k", "33"), bad_arguments});
   add_values(cases, "choice option", base, "--preset", {"nonesuch", "", "Uniform", "uniform ", "-h", "--help"},
              bad_arguments);
+  // Expert parallelism over 1 to E = 16 devices, contiguous or round-robin.
+  const words placed = plus(base, {"--devices", "4", "--placement", "round-robin"});
+  add_values(cases, "integer option", placed, "--devices", plus(not_integers, {"0", "-1", "17"}), bad_arguments);
+  add_values(cases, "choice option", placed, "--placement",
+             {"striped", "", "Contiguous", "round_robin", "round-robin ", "-h", "--help"}, bad_arguments);
+  cases.push_back({"missing option", "--placement without --devices", without(placed, "--devices"), bad_arguments});
 }
 
 /// Sizes each in range whose product no machine holds: refused before anything is allocated.
@@ -952,9 +958,9 @@ void add_gen_outputs(std::vector<bad_case>& cases) {
 }
 
 void add_gen_structure(std::vector<bad_case>& cases) {
-  add_unknown_and_valueless(
-      cases, gen_base,
-      {"--preset", "--experts", "--top-k", "--layers", "--tokens", "--steps", "--requests", "--seed", "--out"});
+  add_unknown_and_valueless(cases, gen_base,
+                            {"--preset", "--experts", "--top-k", "--layers", "--tokens", "--steps", "--requests",
+                             "--seed", "--out", "--devices", "--placement"});
   cases.push_back({"unknown option", "a value after the flag --half", plus(gen_base, {"--half", "1"}), bad_arguments});
   cases.push_back({"missing option", "no --out", without(gen_base, "--out"), bad_arguments});
   cases.push_back({"missing option", "nothing", {"gen"}, bad_arguments});

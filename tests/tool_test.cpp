@@ -9,6 +9,7 @@
 #include <moe_routing/batching/expert_parallel_batches.hpp>
 #include <moe_routing/batching/form_batches.hpp>
 #include <moe_routing/batching/online_admission.hpp>
+#include <moe_routing/cpu/trace_replay.hpp>
 #include <moe_routing/io/npy.hpp>
 #include <moe_routing/io/trace.hpp>
 
@@ -94,7 +95,8 @@ TEST_CASE("moe-route route writes the plan the library computes") {
     batch.device_count = 4;
     auto policy = mr::parse_policy_or_throw(policy_text);
     policy.assignment.scale = 2.5f;
-    mr::routing_plan plan(n, k, experts, 4, {mr::padding_kind::repeat, -1});
+    mr::routing_plan plan(
+        {.tokens = n, .experts = experts, .top_k = k, .devices = 4, .pad = {mr::padding_kind::repeat, -1}});
     mr::cpu::workspace ws({n, experts, k});
     REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
 
@@ -163,7 +165,7 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("moe-route gen writes a trace that route and replay read; replay's figures match a recount") {
+TEST_CASE("moe-route gen writes a trace that route and replay read, and replay's figures match a recount") {
   scratch_dir dir;
   const std::string trace_dir = dir.file("trace");
   REQUIRE(run("gen --preset qwen3-30b-a3b --experts 64 --top-k 4 --layers 2 --tokens 8 --steps 5 --requests 2 --seed 5 "
@@ -179,7 +181,7 @@ TEST_CASE("moe-route gen writes a trace that route and replay read; replay's fig
               " --weights " + dir.file("w.npy")) == 0);
   std::vector<std::int32_t> segments;
   const auto batch = trace.batch<float>(1, 2, segments);
-  mr::routing_plan plan(8, 4, 64);
+  mr::routing_plan plan({.tokens = 8, .experts = 64, .top_k = 4});
   mr::cpu::workspace ws({8, 64, 4});
   REQUIRE(mr::cpu::route(mr::presets::oea(2, 4), batch, plan.view(), ws).ok());
   const auto ids = mr::npy::read(dir.file("i.npy"));
@@ -197,7 +199,7 @@ TEST_CASE("moe-route gen writes a trace that route and replay read; replay's fig
   for (int layer = 0; layer < 2; ++layer) {
     for (int s = 0; s < 5; ++s) {
       const auto b = trace.batch<float>(layer, s, segments);
-      mr::routing_plan oea(8, 4, 64), vanilla(8, 4, 64);
+      mr::routing_plan oea({.tokens = 8, .experts = 64, .top_k = 4}), vanilla({.tokens = 8, .experts = 64, .top_k = 4});
       REQUIRE(mr::cpu::route(mr::presets::oea(2, 4), b, oea.view(), ws).ok());
       REQUIRE(mr::cpu::route(mr::presets::vanilla(4), b, vanilla.view(), ws).ok());
       std::vector<bool> used(64, false);
@@ -255,7 +257,7 @@ TEST_CASE("moe-route sweep writes one CSV row and one SVG point per configuratio
   CHECK(count_of(csv, ",1\n") >= 1);  // some configuration is on the Pareto frontier
 }
 
-TEST_CASE("every subcommand has --help; trace commands exit 2 for arguments, 1 for files") {
+TEST_CASE("every subcommand has --help, and trace commands exit 2 for arguments, 1 for files") {
   scratch_dir dir;
   for (const char* command : {"route", "gen", "replay", "sweep"}) {
     CAPTURE(command);
@@ -418,7 +420,7 @@ TEST_CASE("moe-route batch reports the loads the library's batch forming gives t
   mr::cpu::workspace ws({8, 64, 4});
   for (int layer = 0; layer < 2; ++layer) {
     for (int s = 0; s < 6; ++s) {
-      mr::routing_plan plan(8, 4, 64);
+      mr::routing_plan plan({.tokens = 8, .experts = 64, .top_k = 4});
       REQUIRE(mr::cpu::route(mr::presets::vanilla(4), trace.batch<float>(layer, s, segments), plan.view(), ws).ok());
       for (int token = 0; token < 8; ++token) {
         for (int j = 0; j < 4; ++j) signatures.add(2 * s + token / 4, layer, plan.id(token, j));
@@ -487,4 +489,190 @@ TEST_CASE("moe-route batch reports the loads the library's batch forming gives t
   CHECK(run("batch --trace " + trace_dir + " --batch-size 0") == 2);
   CHECK(run("batch --trace " + trace_dir + " --batch-size 4 --method psychic") == 2);
   CHECK(run("batch --trace " + dir.file("missing") + " --batch-size 4") == 1);
+}
+
+namespace {
+
+/// Runs the tool with standard output and standard error in files (neither a terminal),
+/// and returns its exit status and both texts.
+struct tool_run {
+  int status = -1;
+  std::string out, err;
+};
+tool_run run_captured(const std::string& arguments, const fs::path& dir) {
+  const fs::path out = dir / "captured_out.txt", err = dir / "captured_err.txt";
+  const int status = std::system(
+      (std::string(MOE_ROUTE_BINARY) + " " + arguments + " > " + out.string() + " 2> " + err.string()).c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out.string()), read_file(err.string())};
+}
+
+/// A set stage of our own that does what the built-in `prune(k0)` does: each valid
+/// token's best k0 experts are guaranteed (and so join S).
+struct my_baseline {
+  static constexpr mr::stage_role role = mr::stage_role::set;
+  static constexpr const char* name = "my_baseline";
+  int k0 = 1;
+  void apply(mr::set_stage_context auto& context) const {
+    for (int token = 0; token < context.tokens(); ++token) {
+      if (context.is_valid(token)) context.guarantee(token, k0);
+    }
+  }
+};
+static_assert(mr::set_stage<my_baseline>);
+
+/// Every figure of `report` equals the tool's JSON object at `from` (6 significant digits).
+void check_same_figures(const std::string& json, std::size_t from, const mr::replay_figures& f) {
+  CHECK(json_number(json, "mean_active", from) == doctest::Approx(f.active.mean).epsilon(1e-5));
+  CHECK(json_number(json, "spread_active", from) == doctest::Approx(f.active.spread).epsilon(1e-5));
+  CHECK(json_number(json, "mean_selected", from) == doctest::Approx(f.selected.mean).epsilon(1e-5));
+  CHECK(json_number(json, "mean_retained_mass", from) == doctest::Approx(f.retained_mass.mean).epsilon(1e-5));
+  CHECK(json_number(json, "spread_retained_mass", from) == doctest::Approx(f.retained_mass.spread).epsilon(1e-5));
+  CHECK(json_number(json, "mean_recall", from) == doctest::Approx(f.recall.mean).epsilon(1e-5));
+  CHECK(json_number(json, "max_device_load", from) == doctest::Approx(f.max_device_load.mean).epsilon(1e-5));
+  CHECK(json_number(json, "modelled_latency_ratio", from) == doctest::Approx(f.latency_ratio.mean).epsilon(1e-5));
+  CHECK(json_number(json, "steps", from) == f.steps);
+}
+
+}  // namespace
+
+TEST_CASE("moe-route gen --devices writes a contiguous or round-robin placement that replay reads") {
+  scratch_dir dir;
+  const std::string base = "gen --preset uniform --experts 10 --top-k 2 --tokens 4 --steps 2 --devices 4";
+  REQUIRE(run(base + " --out " + dir.file("c")) == 0);  // contiguous by default
+  REQUIRE(run(base + " --placement contiguous --out " + dir.file("c2")) == 0);
+  REQUIRE(run(base + " --placement round-robin --out " + dir.file("r")) == 0);
+  // E = 10 over 4 devices: blocks of floor(e * 4 / 10), and e mod 4.
+  CHECK(mr::io::load_trace(dir.file("c")).placement == std::vector<std::int32_t>{0, 0, 0, 1, 1, 2, 2, 2, 3, 3});
+  CHECK(mr::io::load_trace(dir.file("c2")).placement == std::vector<std::int32_t>{0, 0, 0, 1, 1, 2, 2, 2, 3, 3});
+  const mr::io::trace round_robin = mr::io::load_trace(dir.file("r"));
+  CHECK(round_robin.placement == std::vector<std::int32_t>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1});
+  CHECK(round_robin.devices == 4);
+  // The same scores as without a placement: --devices adds a file and changes nothing else.
+  REQUIRE(run("gen --preset uniform --experts 10 --top-k 2 --tokens 4 --steps 2 --out " + dir.file("none")) == 0);
+  CHECK(mr::io::load_trace(dir.file("none")).scores_f32 == round_robin.scores_f32);
+  CHECK_FALSE(fs::exists(dir.file("none") + "/placement.npy"));
+
+  const tool_run replayed = run_captured("replay --trace " + dir.file("r") + " --policy 'topk(k=2)' --json", dir.path);
+  REQUIRE(replayed.status == 0);
+  CHECK(replayed.out.find("\"max_device_load\": null") == std::string::npos);
+  CHECK(run("gen --preset uniform --placement round-robin --out " + dir.file("x")) == 2);  // no --devices
+  CHECK(run("gen --preset uniform --devices 4 --placement striped --out " + dir.file("x")) == 2);
+  CHECK(run("gen --preset uniform --experts 16 --devices 17 --out " + dir.file("x")) == 2);
+}
+
+TEST_CASE("moe-route gen warns when --experts or --top-k overrides a calibrated preset's shape") {
+  scratch_dir dir;
+  const std::string sizes = " --tokens 4 --steps 2 --out " + dir.file("t");
+  const tool_run wider = run_captured("gen --preset qwen3-30b-a3b --experts 256" + sizes, dir.path);
+  CHECK(wider.status == 0);  // a warning, not a refusal: the shape is still useful
+  CHECK(wider.err.find("moe-route: warning: --experts 256 (preset E = 128) overrides preset qwen3-30b-a3b") == 0);
+  CHECK(wider.err.find("48.8 experts") != std::string::npos);  // says which calibration no longer holds
+  const tool_run both = run_captured("gen --preset deepseek-r1 --experts 128 --top-k 4" + sizes, dir.path);
+  CHECK(both.err.find("--experts 128 (preset E = 256) and --top-k 4 (preset k = 8)") != std::string::npos);
+  // The preset's own shape, or the uniform preset (whose formula holds for any E and k): silent.
+  CHECK(run_captured("gen --preset qwen3-30b-a3b --experts 128 --top-k 8" + sizes, dir.path).err.empty());
+  CHECK(run_captured("gen --preset uniform --experts 256 --top-k 4" + sizes, dir.path).err.empty());
+}
+
+TEST_CASE("progress goes nowhere when stderr is not a terminal") {
+  scratch_dir dir;
+  REQUIRE(run("gen --preset uniform --experts 32 --top-k 4 --layers 2 --tokens 8 --steps 8 --devices 2 --out " +
+              dir.file("t")) == 0);
+  for (const std::string& command :
+       {"replay --trace " + dir.file("t") + " --policy 'topk(k=4)' --policy 'oea(k0=1,k=4)'",
+        "sweep --trace " + dir.file("t") + " --grid 'oea(k0=1..4,k=4)' --csv " + dir.file("s.csv") + " --svg " +
+            dir.file("s.svg"),
+        "batch --trace " + dir.file("t") + " --batch-size 2"}) {
+    CAPTURE(command);
+    const tool_run result = run_captured(command, dir.path);
+    CHECK(result.status == 0);
+    CHECK(result.err.empty());
+  }
+}
+
+TEST_CASE("replay's latency under expert parallelism waits for the busiest device (a hand-worked example)") {
+  // E = 8 on 2 devices (experts 0-3, 4-7), k = 2, one step of 2 tokens: token 0 prefers
+  // experts 0 then 1, token 1 experts 2 then 4.
+  //   vanilla top-2: {0, 1}, {2, 4}; device 0 fetches 3 experts and computes 3 assignments,
+  //     device 1 fetches 1 and computes 1: T = max(3 + 3 x 0.5, 1 + 1 x 0.5) = 4.5
+  //   topk(k=1): {0}, {2}, both on device 0: T = max(2 + 2 x 0.5, 0) = 3; ratio 3 / 4.5 = 2/3
+  //   (the single-device model, 4 experts against 2, would claim (2 + 1) / (4 + 2) = 1/2).
+  scratch_dir dir;
+  const std::string trace = dir.file("t");
+  fs::create_directories(trace);
+  std::vector<float> scores(2 * 8, 0.0f);
+  scores[0] = 5, scores[1] = 4, scores[8 + 2] = 5, scores[8 + 4] = 4;
+  mr::npy::write(trace + "/scores.npy", mr::npy::dtype::float32, {1, 2, 8}, scores.data());
+  const std::vector<std::int32_t> steps = {0, 2}, placement = {0, 0, 0, 0, 1, 1, 1, 1};
+  mr::npy::write(trace + "/steps.npy", mr::npy::dtype::int32, {2}, steps.data());
+  mr::npy::write(trace + "/placement.npy", mr::npy::dtype::int32, {8}, placement.data());
+  std::ofstream(trace + "/trace.json") << "{\"top_k\": 2}";
+  const std::string replay = "replay --trace " + trace + " --policy 'topk(k=2)' --policy 'topk(k=1)' --t-token 0.5";
+
+  const tool_run placed = run_captured(replay + " --json", dir.path);
+  REQUIRE(placed.status == 0);
+  const std::size_t vanilla_at = placed.out.find("\"policy\": \"topk(k=2)\"");
+  const std::size_t top1_at = placed.out.find("\"policy\": \"topk(k=1)\"");
+  CHECK(json_number(placed.out, "max_device_load", vanilla_at) == 3);
+  CHECK(json_number(placed.out, "modelled_latency_ratio", vanilla_at) == doctest::Approx(1.0));
+  CHECK(json_number(placed.out, "max_device_load", top1_at) == 2);
+  CHECK(json_number(placed.out, "modelled_latency_ratio", top1_at) == doctest::Approx(2.0 / 3.0).epsilon(1e-5));
+
+  // Without the placement: the single-device model, and no busiest device to report.
+  fs::remove(trace + "/placement.npy");
+  const tool_run single = run_captured(replay + " --json", dir.path);
+  REQUIRE(single.status == 0);
+  CHECK(json_number(single.out, "modelled_latency_ratio", single.out.find("\"policy\": \"topk(k=1)\"")) ==
+        doctest::Approx(0.5));
+  CHECK(count_of(single.out, "\"max_device_load\": null") == 4);  // each policy, overall and its one layer
+  const tool_run table = run_captured(replay, dir.path);
+  CHECK(count_of(table.out, "          - ") == 4);  // max/device: "-", not a made-up 0.00
+}
+
+TEST_CASE("moe-route sweep labels each point with its parameters in the SVG itself") {
+  scratch_dir dir;
+  REQUIRE(run("gen --preset uniform --experts 32 --top-k 4 --tokens 8 --steps 4 --out " + dir.file("t")) == 0);
+  REQUIRE(run("sweep --trace " + dir.file("t") +
+              " --grid 'oea(k0=1..4,k=4)' --grid 'xshare(k0=1,m=0..4:4,k=4)' --grid 'topk(k=3)' --csv " +
+              dir.file("s.csv") + " --svg " + dir.file("s.svg")) == 0);
+  const std::string svg = read_file(dir.file("s.svg"));
+  CHECK(count_of(svg, "class=\"label\"") == count_of(svg, "class=\"point\""));
+  std::string labels;  // the label elements only (the legend repeats the grids' texts)
+  for (std::size_t at = svg.find("<text class=\"label\""); at != std::string::npos;
+       at = svg.find("<text class=\"label\"", at + 1)) {
+    labels += svg.substr(at, svg.find('\n', at) - at + 1);
+  }
+  for (const char* label : {">k0=1</text>", ">k0=4</text>", ">m=0</text>", ">m=4</text>", ">topk(k=3)</text>"}) {
+    CAPTURE(label);
+    CHECK(count_of(labels, label) == 1);
+  }
+}
+
+TEST_CASE("replay from C++ with a compiled policy, or a stage of one's own, gives the tool's figures") {
+  scratch_dir dir;
+  const std::string trace_dir = dir.file("t");
+  REQUIRE(run("gen --preset qwen3-30b-a3b --layers 2 --tokens 8 --requests 4 --steps 6 --devices 4 --placement "
+              "round-robin --out " +
+              trace_dir) == 0);
+  const tool_run tool = run_captured("replay --trace " + trace_dir + " --policy 'oea(k0=2,k=8)' --json", dir.path);
+  REQUIRE(tool.status == 0);
+  const mr::io::trace trace = mr::io::load_trace(trace_dir);
+  const mr::trace_replay_report builtin = mr::cpu::replay_trace(trace, mr::prune{.k0 = 2} | mr::refine{.k = 8});
+  const mr::trace_replay_report own = mr::cpu::replay_trace(trace, my_baseline{.k0 = 2} | mr::refine{.k = 8});
+  REQUIRE(builtin.layers.size() == 2);
+  for (const mr::trace_replay_report* report : {&builtin, &own}) {
+    check_same_figures(tool.out, 0, report->overall);
+    check_same_figures(tool.out, tool.out.find("\"layer\": 1"), report->layers[1]);
+  }
+  CHECK(own.overall.retained_mass.mean < 1.0);  // it did route, and lost mass as OEA does
+  long long last = 0, total = 0;
+  (void)mr::cpu::replay_trace(trace, mr::presets::vanilla(8), {}, [&](long long done, long long all) {
+    CHECK(done == last + 1);
+    last = done;
+    total = all;
+  });
+  CHECK(last == 12);
+  CHECK(total == 12);
+  // A policy that does not fit the trace is refused before anything is routed.
+  CHECK_THROWS_AS((void)mr::cpu::replay_trace(trace, mr::presets::vanilla(16)), mr::routing_error);
 }

@@ -41,7 +41,7 @@ double mean_active(mr::synthetic::generator_config c, int n, int steps) {
   c.requests = 0;
   const mr::io::trace t = mr::synthetic::generate_trace(c);
   mr::cpu::workspace ws({n, c.experts, c.top_k});
-  mr::routing_plan plan(n, c.top_k, c.experts);
+  mr::routing_plan plan({.tokens = n, .experts = c.experts, .top_k = c.top_k});
   std::vector<std::int32_t> segments;
   double total = 0;
   for (int s = 0; s < t.step_count(); ++s) {
@@ -292,7 +292,7 @@ TEST_CASE("the topic-structured preset: the study's oracle saving, deepseek-r1's
   const mr::io::trace t = mr::synthetic::generate_trace(config);
   mb::request_signatures signatures(1000, 8, 256);
   mr::cpu::workspace ws({4000, 256, 8});
-  mr::routing_plan plan(4000, 8, 256);
+  mr::routing_plan plan({.tokens = 4000, .experts = 256, .top_k = 8});
   std::vector<std::int32_t> segments;
   for (int layer = 0; layer < 8; ++layer) {
     REQUIRE(mr::cpu::route(mr::presets::vanilla(8), t.batch<float>(layer, 0, segments), plan.view(), ws).ok());
@@ -312,7 +312,7 @@ TEST_CASE("a request's consecutive tokens agree more than strangers do (realisti
   config.layers = 1;
   const auto t = mr::synthetic::generate_trace(config);
   mr::cpu::workspace ws({16, 128, 8});
-  mr::routing_plan plan(16, 8, 128);
+  mr::routing_plan plan({.tokens = 16, .experts = 128, .top_k = 8});
   std::vector<std::int32_t> segments;
   double same = 0, different = 0;
   for (int s = 0; s < t.step_count(); ++s) {
@@ -329,7 +329,7 @@ TEST_CASE("a request's consecutive tokens agree more than strangers do (realisti
   CHECK(same > 1.3 * different);
 }
 
-TEST_CASE("replay averages quality over the steps that route a token; a step with none keeps nothing") {
+TEST_CASE("replay averages quality over the steps that route a token, and a step with none keeps nothing") {
   auto config = small_config();  // 2 layers x 3 steps of 8 tokens
   mr::io::trace t = mr::synthetic::generate_trace(config);
   t.mask.assign(static_cast<std::size_t>(t.tokens), 1);
@@ -345,7 +345,8 @@ TEST_CASE("replay averages quality over the steps that route a token; a step wit
     for (int s = 0; s < t.step_count(); ++s) {
       const auto batch = t.batch<float>(layer, s, segments);
       const int n = batch.tokens();
-      mr::routing_plan plan(n, 8, t.experts), base(n, 8, t.experts);
+      mr::routing_plan plan({.tokens = n, .experts = t.experts, .top_k = 8}),
+          base({.tokens = n, .experts = t.experts, .top_k = 8});
       mr::cpu::workspace ws({n, t.experts, 8});
       REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
       REQUIRE(mr::cpu::route(mr::presets::vanilla(8), batch, base.view(), ws).ok());

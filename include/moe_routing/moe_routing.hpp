@@ -9,6 +9,7 @@
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/score_view.hpp"
+#include "moe_routing/core/selected_set.hpp"
 #include "moe_routing/core/stage_context.hpp"
 #include "moe_routing/core/status.hpp"
 #include "moe_routing/io/npy.hpp"
@@ -19,3 +20,4 @@
 #include "moe_routing/policies/policy_checks.hpp"
 #include "moe_routing/policies/presets.hpp"
 #include "moe_routing/policies/runtime_policy.hpp"
+#include "moe_routing/version.hpp"

@@ -16,7 +16,12 @@ template <class Weight>
 class cpu_backend_runner::executor {
  public:
   executor(const expert_bank<Weight>& routed, const expert_bank<Weight>* shared, const mr::executor_shape& shape)
-      : routed_(routed), shared_(shared), ws_(shape) {}
+      : routed_(routed), shared_(shared), ws_(shape) {
+    ws_.force_kernel(kernel_ceiling);
+  }
+
+  /// The most the executors built from now on may use (tests of each kernel lower it).
+  static inline mr::cpu::isa_level kernel_ceiling = mr::cpu::cpu_isa();
 
   /// y = the layer's output for x [n x d] under `plan`; the separate or the fused
   /// gate_up layout; the shared experts added when `with_shared`.

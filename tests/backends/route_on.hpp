@@ -12,7 +12,7 @@ namespace test {
 /// must succeed.
 template <class Runner, class Policy>
 mr::routing_plan route_on(const problem& p, const Policy& policy, mr::padding pad = {}) {
-  mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G, pad);
+  mr::routing_plan plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G, .pad = pad});
   const mr::status s = Runner::route(policy, p, plan);
   REQUIRE_MESSAGE(s.ok(), mr::to_string(s));
   return plan;

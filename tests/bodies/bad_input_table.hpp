@@ -160,7 +160,10 @@ void bad_input_is_named() {
     CAPTURE(what);
     problem p = bad_input_fixture();
     if (row.inputs != nullptr) row.inputs(p);
-    mr::routing_plan plan(row.plan.tokens, row.plan.top_k, row.plan.experts, row.plan.devices.value_or(p.ref.G));
+    mr::routing_plan plan({.tokens = row.plan.tokens,
+                           .experts = row.plan.experts,
+                           .top_k = row.plan.top_k,
+                           .devices = row.plan.devices.value_or(p.ref.G)});
     const mr::status got = Runner::route(mr::presets::oea(2, 4), p, plan, row.call);
     CHECK_MESSAGE(Runner::reports(got, expected),
                   "got \"" << mr::to_string(got) << "\", expected \"" << expected << "\"");

@@ -46,7 +46,7 @@ void executor_matches_naive_loop(std::uint32_t seed, int d, int h, int shared_h,
     typename Runner::template executor<Weight> run(routed, &shared,
                                                    {n, k, experts, d, h, 2, shared_h, bf16_activations});
     for (const std::string text : executor_policies) {
-      mr::routing_plan plan(n, k, experts);
+      mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
       REQUIRE(mr::cpu::route(mr::parse_policy_or_throw(text), inputs.batch(), plan.view()).ok());
       for (const bool with_shared : {false, true}) {
         const auto reference = naive_forward(x, plan, routed, with_shared ? &shared : nullptr, rounded);

@@ -267,7 +267,7 @@ void hand_sigmoid_saturation() {
                                 test::bodies::hand_ep_fill<Runner>())                                                  \
   MOE_ROUTING_BACKEND_TEST_CASE(Runner, "vote_drop(d=2): drops the one-vote experts with the least mass, e5 then e4",  \
                                 test::bodies::hand_vote_drop<Runner>())                                                \
-  MOE_ROUTING_BACKEND_TEST_CASE(Runner, "confidence_keep: only token 2 is confident (0.6 >= 0.55); S = {3, 4, 5}",     \
+  MOE_ROUTING_BACKEND_TEST_CASE(Runner, "confidence_keep: only token 2 is confident (0.6 >= 0.55), and S = {3, 4, 5}", \
                                 test::bodies::hand_confidence_keep<Runner>())                                          \
   MOE_ROUTING_BACKEND_TEST_CASE(Runner, "refine falls back to the best expert in S beyond max_rank",                   \
                                 test::bodies::hand_refine_fallback<Runner>())                                          \

@@ -11,7 +11,7 @@ int main() {
   float scores[16] = {};
   moe_routing::routing_batch<float> batch{moe_routing::make_score_view(scores, 2, 8)};
   moe_routing::cpu::workspace ws({2, 8, 2});
-  moe_routing::routing_plan plan(2, 2, 8);
+  moe_routing::routing_plan plan({.tokens = 2, .experts = 8, .top_k = 2});
   (void)moe_routing::cpu::route(moe_routing::prune{.k0 = 1} | silent_stage{} | moe_routing::refine{.k = 2}, batch,
                                 plan.view(), ws);
 }

@@ -31,21 +31,24 @@ using test::cuda_backend_runner;
 
 mr::routing_plan route_on_gpu(const test::problem& p, const mr::runtime_policy& policy, mr::padding pad = {},
                               mr::cuda::route_path path = mr::cuda::route_path::automatic) {
-  mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G, pad);
+  mr::routing_plan plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G, .pad = pad});
   const mr::status s = cuda_backend_runner::route(policy, p, plan, {}, path);
   REQUIRE_MESSAGE(s.ok(), mr::to_string(s));
   return plan;
 }
 
-/// ids and counts equal, weights within 1e-6 relative, same summary and counters.
+/// ids and counts equal, weights within 1e-6 relative, same summary and counters, same
+/// guaranteed ranks per token.
 void check_same_plan(const mr::routing_plan& gpu, const mr::routing_plan& cpu) {
   REQUIRE(gpu.ids() == cpu.ids());
   REQUIRE(gpu.counts() == cpu.counts());
   for (std::size_t i = 0; i < cpu.weights().size(); ++i) {
     REQUIRE_MESSAGE(test::close(gpu.weights()[i], cpu.weights()[i]), gpu.weights()[i] << " vs " << cpu.weights()[i]);
   }
+  for (int i = 0; i < cpu.tokens(); ++i) CHECK(gpu.guaranteed(i) == cpu.guaranteed(i));
   CHECK(gpu.summary().active == cpu.summary().active);
   CHECK(gpu.summary().selected == cpu.summary().selected);
+  CHECK(gpu.summary().selected_count == cpu.summary().selected_count);
   CHECK(gpu.summary().active_count == cpu.summary().active_count);
   CHECK(gpu.summary().max_device_load == cpu.summary().max_device_load);
   CHECK(gpu.expert_tokens() == cpu.expert_tokens());
@@ -88,57 +91,141 @@ TEST_CASE("CUDA plans equal the CPU backend's and the naive router's: large batc
   compare_paths_and_backends(12, 30, {.max_tokens = 3000, .max_experts = 1024});
 }
 
-TEST_CASE("CUDA plans at n = 16384, E = 256 equal the CPU backend's" * test::runs_on<cuda_backend_runner>{}) {
+namespace {
+
+constexpr mr::cuda::route_path every_path[] = {mr::cuda::route_path::fused, mr::cuda::route_path::multi_kernel,
+                                               mr::cuda::route_path::segmented_sort};
+
+/// n rows of E normal logits (f32), top-k k.
+test::problem logit_rows(std::mt19937& rng, int n, int experts, int k, float spread = 1.5f) {
+  std::vector<float> values(static_cast<std::size_t>(n) * experts);
+  for (auto& v : values) v = std::normal_distribution<float>(0.0f, spread)(rng);
+  return test::problem_from_rows(values, experts, k);
+}
+
+/// Owners of a stream, a graph and its executable form, released however the test ends.
+struct stream_guard {
+  cudaStream_t stream = nullptr;
+  stream_guard() { test::require_cuda(cudaStreamCreate(&stream), "cudaStreamCreate"); }
+  stream_guard(const stream_guard&) = delete;
+  stream_guard& operator=(const stream_guard&) = delete;
+  ~stream_guard() {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone) {
+      cudaGraph_t abandoned = nullptr;  // a check failed mid-capture: end it, drop what was captured
+      if (cudaStreamEndCapture(stream, &abandoned) == cudaSuccess && abandoned != nullptr) cudaGraphDestroy(abandoned);
+    }
+    cudaStreamDestroy(stream);
+  }
+};
+struct graph_guard {
+  cudaGraph_t graph = nullptr;
+  graph_guard() = default;
+  graph_guard(const graph_guard&) = delete;
+  graph_guard& operator=(const graph_guard&) = delete;
+  ~graph_guard() {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+};
+struct graph_exec_guard {
+  cudaGraphExec_t exec = nullptr;
+  graph_exec_guard() = default;
+  graph_exec_guard(const graph_exec_guard&) = delete;
+  graph_exec_guard& operator=(const graph_exec_guard&) = delete;
+  ~graph_exec_guard() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("CUDA plans at n = 16384, E = 256 equal the CPU backend's, on every path" *
+          test::runs_on<cuda_backend_runner>{}) {
   std::mt19937 rng(13);
-  for (const char* text : {"topk(k=8)", "oea(k0=4,k=8)", "xshare(k0=1,m=16,k=8)", "lynx_acc(conf=0.5,budget=24,k=8)"}) {
-    test::problem p;
-    do {
-      p = test::random_problem(rng, {.max_tokens = 16384, .max_experts = 256, .allow_non_finite = false});
-    } while (p.ref.E != 256 || p.top_k < 8);
-    p.top_k = 8;
+  const test::problem p = logit_rows(rng, 16384, 256, 8);
+  REQUIRE(p.ref.n == 16384);
+  for (const char* text : {"topk(k=8)", "oea(k0=4,k=8)", "xshare(k0=1,m=16,k=8)", "lynx_acc(conf=0.5,budget=24,k=8)",
+                           "xshare_spec(k0=2,m=4,m_r=2,k=8)"}) {
     INFO(text);
     const mr::runtime_policy policy = mr::parse_policy_or_throw(text);
     const mr::routing_plan cpu = test::route_problem(p, policy);
-    check_same_plan(route_on_gpu(p, policy), cpu);
-    check_same_plan(route_on_gpu(p, policy, {}, mr::cuda::route_path::segmented_sort), cpu);
+    for (const auto path : every_path) {
+      CAPTURE(static_cast<int>(path));
+      check_same_plan(route_on_gpu(p, policy, {}, path), cpu);
+    }
   }
 }
 
-TEST_CASE("a CUDA routing call is captured in a graph and replays on new scores" *
-          test::runs_on<cuda_backend_runner>{}) {
-  std::mt19937 rng(14);
-  test::problem p;
-  do {
-    p = test::random_problem(rng, {.max_tokens = 64, .max_experts = 256, .allow_non_finite = false});
-  } while (p.ref.n < 8 || p.type != test::element::f32);
-  const mr::runtime_policy policy = mr::parse_policy_or_throw("xshare(k0=1,m=4,k=" + std::to_string(p.top_k) + ")");
-  mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G);
-  test::device_inputs inputs(p);
-  const test::device_plan out(plan);
-  const test::device_route_workspace ws(test::workspace_shape_of(p), false);
-  cudaStream_t stream;
-  test::require_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
-  cudaGraph_t graph;
-  test::require_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-  const mr::status captured = mr::cuda::route(policy, inputs.batch<float>(), out.view(), ws.get(), stream);
-  test::require_cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-  REQUIRE_MESSAGE(captured.ok(), mr::to_string(captured));
-  cudaGraphExec_t exec;
-  test::require_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-  for (int replay = 0; replay < 3; ++replay) {
-    // New scores in the same device buffer, then one replay of the captured call.
-    std::vector<float> values(static_cast<std::size_t>(p.ref.n) * p.ref.E);
-    for (auto& v : values) v = std::normal_distribution<float>(0.0f, 1.5f)(rng);
-    test::store_scores(p, values);
-    inputs.upload_scores(p);
-    test::require_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
-    test::require_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    out.copy_to(plan);
-    check_same_plan(plan, test::route_problem(p, policy));
+TEST_CASE(
+    "CUDA plans for E not a multiple of 32 (E = 60, Qwen1.5-MoE, and 40, and 96) equal the CPU's and the naive "
+    "router's" *
+    test::runs_on<cuda_backend_runner>{}) {
+  std::mt19937 rng(17);
+  for (const int experts : {60, 40, 96}) {
+    for (const int n : {1, 7, 300}) {
+      test::problem p = logit_rows(rng, n, experts, 4);
+      if (n == 7) {  // a bias, and a group limit of 4 groups of E / 4
+        p.ref.bias.resize(static_cast<std::size_t>(experts));
+        for (auto& b : p.ref.bias) b = std::normal_distribution<float>(0.0f, 0.5f)(rng);
+        p.ref.n_group = 4;
+        p.ref.topk_group = 2;
+      }
+      for (const char* text :
+           {"topk(k=4)", "topk(k=4,weights=raw)", "oea(k0=2,top_p=0.6,k=4)", "xshare(k0=1,m=5,k=4)",
+            "xshare_spec(k0=1,m=2,m_r=2,k=4)", "lynx_lat(d=3,k=4)", "lynx_acc(conf=0.3,budget=6,k=4)"}) {
+        INFO(text << ", E=" << experts << " n=" << n);
+        const mr::runtime_policy policy = mr::parse_policy_or_throw(text);
+        const mr::routing_plan cpu = test::route_problem(p, policy);
+        test::check_against_naive(cpu, naive::route(p.ref, test::to_naive(policy), p.top_k), text);
+        for (const auto path : every_path) {
+          CAPTURE(static_cast<int>(path));
+          const mr::routing_plan gpu = route_on_gpu(p, policy, {}, path);
+          check_same_plan(gpu, cpu);
+          test::check_against_naive(gpu, naive::route(p.ref, test::to_naive(policy), p.top_k), text);
+        }
+      }
+    }
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("a CUDA routing call is captured in a graph and replays on new scores, on every path" *
+          test::runs_on<cuda_backend_runner>{}) {
+  // n = 600: more than the 500 segments past which cub::DeviceSegmentedSort synchronised
+  // with the host (capture then failed on the segmented-sort path).
+  std::mt19937 rng(14);
+  for (const auto path : every_path) {
+    for (const char* text :
+         {"xshare(k0=1,m=4,k=6)", "xshare_spec(k0=1,m=2,m_r=2,k=6)", "lynx_acc(conf=0.4,budget=9,k=6)"}) {
+      CAPTURE(static_cast<int>(path));
+      INFO(text);
+      test::problem p = logit_rows(rng, 600, 128, 6);
+      const mr::runtime_policy policy = mr::parse_policy_or_throw(text);
+      mr::routing_plan plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G});
+      test::device_inputs inputs(p);
+      const test::device_plan out(plan);
+      const test::device_route_workspace ws(test::workspace_shape_of(p), path == mr::cuda::route_path::segmented_sort);
+      const stream_guard stream;
+      graph_guard graph;
+      graph_exec_guard exec;
+      test::require_cuda(cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+      const mr::status captured =
+          mr::cuda::route(policy, inputs.batch<float>(), out.view(), ws.get(), stream.stream, path);
+      test::require_cuda(cudaStreamEndCapture(stream.stream, &graph.graph), "cudaStreamEndCapture");
+      REQUIRE_MESSAGE(captured.ok(), mr::to_string(captured));
+      test::require_cuda(cudaGraphInstantiate(&exec.exec, graph.graph, 0), "cudaGraphInstantiate");
+      for (int replay = 0; replay < 3; ++replay) {
+        // New scores in the same device buffer, then one replay of the captured call.
+        std::vector<float> values(static_cast<std::size_t>(p.ref.n) * p.ref.E);
+        for (auto& v : values) v = std::normal_distribution<float>(0.0f, 1.5f)(rng);
+        test::store_scores(p, values);
+        inputs.upload_scores(p);
+        test::require_cuda(cudaGraphLaunch(exec.exec, stream.stream), "cudaGraphLaunch");
+        test::require_cuda(cudaStreamSynchronize(stream.stream), "cudaStreamSynchronize");
+        out.copy_to(plan);
+        check_same_plan(plan, test::route_problem(p, policy));
+      }
+    }
+  }
 }
 
 TEST_CASE("a user stage (examples/resident_experts) runs on CUDA and gives the CPU backend's plans" *
@@ -150,7 +237,8 @@ TEST_CASE("a user stage (examples/resident_experts) runs on CUDA and gives the C
     for (int e = c % 3; e < p.ref.E; e += 3) resident.resident.insert(e);
     const auto policy = mr::prune{.k0 = 1} | resident | mr::refine{.k = 0};
     INFO("case " << c << ": n=" << p.ref.n << " E=" << p.ref.E << " k=" << p.top_k);
-    mr::routing_plan gpu(p.ref.n, p.top_k, p.ref.E, p.ref.G), cpu(p.ref.n, p.top_k, p.ref.E, p.ref.G);
+    mr::routing_plan gpu({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G}),
+        cpu({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G});
     const mr::status on_gpu = cuda_backend_runner::route(policy, p, gpu);
     const mr::status on_cpu = test::cpu_backend_runner::route(policy, p, cpu);
     REQUIRE(on_gpu.ok() == on_cpu.ok());
@@ -166,7 +254,7 @@ TEST_CASE("bad shapes and parameters fail on the host before any launch, with th
     p = test::random_problem(rng, {.max_tokens = 16, .max_experts = 64});
   } while (p.ref.n < 2 || p.top_k < 2);
   const mr::runtime_policy policy = mr::parse_policy_or_throw("oea(k0=1,k=" + std::to_string(p.top_k) + ")");
-  mr::routing_plan cpu_plan(p.ref.n, p.top_k, p.ref.E);
+  mr::routing_plan cpu_plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k});
   mr::cpu::workspace cpu_ws({p.ref.n, p.ref.E, p.top_k});
   const mr::workspace_shape shape{p.ref.n, p.ref.E, p.top_k};
   std::vector<unsigned char> fake(mr::cuda::workspace_bytes(shape));  // never dereferenced: checks fail first
@@ -207,7 +295,7 @@ TEST_CASE("bad segments on the device are reported by input_status, and every ro
   p.segments[2] = 0;
   const mr::runtime_policy policy =
       mr::parse_policy_or_throw("xshare_spec(k0=1,m=2,m_r=2,k=" + std::to_string(p.top_k) + ")");
-  mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G);
+  mr::routing_plan plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G});
   const mr::status input = cuda_backend_runner::route(policy, p, plan);
   CHECK(input.code == mr::errc::invalid_input);
   CHECK(std::string(input.parameter) == "segments");

@@ -193,7 +193,7 @@ void expect_same(const outcome& want, const outcome& got, const std::string& way
 /// The well-formed call: a plan and a workspace of exactly the batch's shape.
 outcome reference(const mr::runtime_policy& policy, const batch_input& b, const plan_shape& p) {
   return guarded("reference", [&] {
-    mr::routing_plan plan(b.n, p.top_k, b.experts, b.devices, p.pad);
+    mr::routing_plan plan({.tokens = b.n, .experts = b.experts, .top_k = p.top_k, .devices = b.devices, .pad = p.pad});
     mr::cpu::workspace ws({b.n, b.experts, p.top_k});
     return taken(mr::cpu::route(policy, b.view(), plan.view(), ws), plan);
   });
@@ -273,17 +273,20 @@ struct three_ways {
 void route_three_ways(three_ways& r, const mr::runtime_policy& policy, const batch_input& b, const plan_shape& p,
                       const mr::workspace_shape& w) {
   r.explicit_ws = guarded("explicit workspace", [&] {
-    mr::routing_plan plan(p.tokens, p.top_k, p.experts, p.devices, p.pad);
+    mr::routing_plan plan(
+        {.tokens = p.tokens, .experts = p.experts, .top_k = p.top_k, .devices = p.devices, .pad = p.pad});
     mr::cpu::workspace ws(w);
     return taken(mr::cpu::route(policy, b.view(), plan.view(), ws), plan);
   });
   r.thread_local_ws = guarded("thread-local workspace", [&] {
-    mr::routing_plan plan(p.tokens, p.top_k, p.experts, p.devices, p.pad);
+    mr::routing_plan plan(
+        {.tokens = p.tokens, .experts = p.experts, .top_k = p.top_k, .devices = p.devices, .pad = p.pad});
     return taken(mr::cpu::route(policy, b.view(), plan.view()), plan);
   });
   r.routed = guarded("router", [&] {
     r.router.emplace(policy, mr::workspace_shape{b.n, b.experts, p.top_k}, !b.placement.empty());
-    mr::routing_plan plan(p.tokens, p.top_k, p.experts, p.devices, p.pad);
+    mr::routing_plan plan(
+        {.tokens = p.tokens, .experts = p.experts, .top_k = p.top_k, .devices = p.devices, .pad = p.pad});
     r.router->route(b.view(), plan.view());
     return taken({}, plan);
   });

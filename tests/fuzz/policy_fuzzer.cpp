@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   batch.placement = placement.data();
   batch.device_count = 3;
   mr::cpu::workspace ws({n, experts, k});
-  mr::routing_plan plan(n, k, experts, 3);
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k, .devices = 3});
   if (!mr::cpu::route(result.policy, batch, plan.view(), ws).ok()) return 0;  // e.g. k above top_k
   for (int i = 0; i < n; ++i) {
     if (plan.count(i) < 1 || plan.count(i) > k) std::abort();

@@ -123,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const mr::parse_result parsed = mr::parse_policy(text);
   if (!parsed.outcome.ok()) return 0;  // refused with a message: fine
-  mr::routing_plan plan(p.ref.n, p.top_k, p.ref.E, p.ref.G);
+  mr::routing_plan plan({.tokens = p.ref.n, .experts = p.ref.E, .top_k = p.top_k, .devices = p.ref.G});
   mr::cpu::workspace ws({p.ref.n, p.ref.E, p.top_k});
   mr::status s;
   switch (p.type) {

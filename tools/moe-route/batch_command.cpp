@@ -62,7 +62,8 @@ mb::request_signatures signatures_of(const mr::io::trace& trace, const replay_pr
     int first_request = 0;
     for (int s = 0; s < trace.step_count(); ++s) {
       auto record = [&](const auto& batch) {
-        mr::routing_plan plan(batch.tokens(), trace.top_k, trace.experts, trace.devices);
+        mr::routing_plan plan(
+            {.tokens = batch.tokens(), .experts = trace.experts, .top_k = trace.top_k, .devices = trace.devices});
         mr::throw_if_failed(mr::cpu::route(vanilla, batch, plan.view()));
         for (int r = 0; r < batch.request_count; ++r) {
           for (int token = batch.request_begin(r); token < batch.request_end(r); ++token) {
@@ -133,7 +134,10 @@ long long routed_loads(const mr::io::trace& trace, const std::vector<std::pair<i
       batch.segments = segments.data();
       batch.request_count = static_cast<int>(segments.size()) - 1;
       if (!trace.placement.empty()) batch.placement = trace.placement.data(), batch.device_count = trace.devices;
-      mr::routing_plan plan(batch.tokens(), trace.top_k, trace.experts, trace.placement.empty() ? 0 : trace.devices);
+      mr::routing_plan plan({.tokens = batch.tokens(),
+                             .experts = trace.experts,
+                             .top_k = trace.top_k,
+                             .devices = trace.placement.empty() ? 0 : trace.devices});
       mr::throw_if_failed(mr::cpu::route(policy, batch, plan.view()));
       total += plan.summary().active_count;
     }
@@ -266,6 +270,7 @@ std::vector<std::int32_t> placement_of(const arguments& args, const mr::io::trac
 }  // namespace
 
 int batch_command(const std::vector<std::string>& words) {
+  const progress_clock::time_point started = progress_clock::now();
   const arguments args(words, {"trace", "batch-size", "method", "seed", "max-wait", "devices", "then"}, {"json", "csv"},
                        {"method"});
   if (args.help()) {
@@ -291,7 +296,7 @@ int batch_command(const std::vector<std::string>& words) {
   if (devices == 0 && std::find(methods.begin(), methods.end(), "ep-oracle") != methods.end()) {
     throw usage_error("--method ep-oracle needs a placement: a trace with placement.npy, or --devices G");
   }
-  const mb::request_signatures signatures = signatures_of(trace, stderr_progress("batch: signatures"));
+  const mb::request_signatures signatures = signatures_of(trace, stderr_progress("batch: signatures", started));
   const std::optional<mb::device_masks> masks =
       devices > 0 ? std::optional<mb::device_masks>(std::in_place, signatures, placement, devices) : std::nullopt;
   const std::vector<std::pair<int, int>> tokens_of =
@@ -307,7 +312,7 @@ int batch_command(const std::vector<std::string>& words) {
   const report_columns columns{devices > 0, then.has_value()};
   const method_result random = form_with("random", inputs);
   std::vector<method_result> results;
-  const replay_progress formed = stderr_progress("batch: methods");
+  const replay_progress formed = stderr_progress("batch: methods", started);
   for (const auto& m : methods) {
     results.push_back(form_with(m, inputs));
     formed(static_cast<long long>(results.size()), static_cast<long long>(methods.size()));

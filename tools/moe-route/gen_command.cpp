@@ -1,10 +1,12 @@
 // `moe-route gen`: write a synthetic trace directory.
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <moe_routing/synthetic/router_trace_generator.hpp>
 
@@ -15,12 +17,19 @@ namespace moe_route {
 
 namespace {
 constexpr const char* gen_help =
-    "usage: moe-route gen --preset uniform|NAME --experts E --top-k K --layers L --tokens N\n"
-    "                     --steps T [--requests R] [--seed S] [--half] --out DIR\n"
+    "usage: moe-route gen --out DIR [--preset NAME] [--experts E] [--top-k K] [--layers L]\n"
+    "                     [--tokens N] [--steps T] [--requests R] [--seed S] [--half]\n"
+    "                     [--devices G [--placement contiguous|round-robin]]\n"
     "\n"
     "Writes a synthetic router trace: T decode steps of N tokens, shared by R requests\n"
-    "(default: one request per token), for L layers. At most 2^30 tokens (N x T) and 2^28\n"
-    "scores (L x N x T x E). An existing --out directory is replaced only if it holds a trace.\n"
+    "(default: one request per token), for L layers. Defaults: --preset uniform, E and K\n"
+    "the preset's (listed below), L = 1, N = 16, T = 16, seed 1. At most 2^30 tokens (N x T)\n"
+    "and 2^28 scores (L x N x T x E). An existing --out directory is replaced only if it\n"
+    "holds a trace.\n"
+    "A calibrated preset reproduces its published figure only at its own E and K: giving\n"
+    "another --experts or --top-k keeps its other knobs, with a warning on stderr.\n"
+    "--devices G writes placement.npy (expert parallelism over G devices): contiguous\n"
+    "(default; expert e on device floor(e G / E)) or round-robin (e mod G).\n"
     "Presets:\n";
 
 /// Sizes a generated trace may have: token offsets are int32, and the scores are held in
@@ -77,6 +86,56 @@ void save_trace_whole(const moe_routing::io::trace& trace, const std::string& ou
   }
 }
 
+/// How experts are spread over devices: `contiguous` blocks of about E / G experts (as
+/// most engines shard them), or `round-robin` (expert e on device e mod G).
+std::vector<std::int32_t> placement_of(const std::string& kind, int experts, int devices) {
+  std::vector<std::int32_t> placement(static_cast<std::size_t>(experts));
+  for (int e = 0; e < experts; ++e) {
+    placement[static_cast<std::size_t>(e)] =
+        kind == "round-robin" ? e % devices : static_cast<std::int32_t>(static_cast<long long>(e) * devices / experts);
+  }
+  return placement;
+}
+
+/// --devices and --placement, checked against the trace's E: the placement to write, or
+/// none when neither is given.
+std::vector<std::int32_t> read_placement(const arguments& args, int experts) {
+  if (!args.has("devices")) {
+    if (args.has("placement")) {
+      throw usage_error("--placement " + args.get("placement", "") + " needs --devices G (how many devices)");
+    }
+    return {};
+  }
+  const std::string kind = args.get("placement", "contiguous");
+  if (kind != "contiguous" && kind != "round-robin") {
+    throw usage_error("--placement = '" + kind + "': must be contiguous or round-robin");
+  }
+  const int devices = static_cast<int>(args.integer("devices", 1, 1, experts));
+  return placement_of(kind, experts, devices);
+}
+
+/// A calibrated preset's figure holds only at its own E and k: a warning names what no
+/// longer holds when either is changed (the other knobs are kept, so the trace is still
+/// useful as that preset's shape at another size).
+void warn_if_uncalibrated(const moe_routing::synthetic::preset& preset,
+                          const moe_routing::synthetic::generator_config& config) {
+  if (preset.config.kind == moe_routing::synthetic::trace_kind::uniform) return;  // the formula holds for any E, k
+  std::string changed;
+  if (config.experts != preset.config.experts) {
+    changed +=
+        "--experts " + std::to_string(config.experts) + " (preset E = " + std::to_string(preset.config.experts) + ")";
+  }
+  if (config.top_k != preset.config.top_k) {
+    if (!changed.empty()) changed += " and ";
+    changed += "--top-k " + std::to_string(config.top_k) + " (preset k = " + std::to_string(preset.config.top_k) + ")";
+  }
+  if (changed.empty()) return;
+  std::fprintf(stderr,
+               "moe-route: warning: %s overrides preset %s's shape: its calibration (%s) does not hold for this "
+               "trace\n",
+               changed.c_str(), preset.name, preset.calibration);
+}
+
 /// The generator's configuration from the command line, every size checked before the
 /// trace is allocated.
 moe_routing::synthetic::generator_config read_config(const arguments& args,
@@ -108,8 +167,10 @@ moe_routing::synthetic::generator_config read_config(const arguments& args,
 
 int gen_command(const std::vector<std::string>& words) {
   namespace mr = moe_routing;
-  const arguments args(words, {"preset", "experts", "top-k", "layers", "tokens", "steps", "requests", "seed", "out"},
-                       {"half"});
+  const arguments args(
+      words,
+      {"preset", "experts", "top-k", "layers", "tokens", "steps", "requests", "seed", "out", "devices", "placement"},
+      {"half"});
   if (args.help()) {
     std::fputs(gen_help, stdout);
     for (const auto& p : mr::synthetic::presets()) std::printf("  %-16s %s\n", p.name, p.calibration);
@@ -119,13 +180,23 @@ int gen_command(const std::vector<std::string>& words) {
   const mr::synthetic::preset* preset = mr::synthetic::find_preset(name);
   if (preset == nullptr) throw usage_error("unknown --preset '" + name + "' (see moe-route gen --help)");
   const mr::synthetic::generator_config config = read_config(args, *preset);
+  const std::vector<std::int32_t> placement = read_placement(args, config.experts);
   const std::string out = args.required("out");
   if (out.empty()) throw usage_error("--out needs a directory name");
   check_trace_destination(out);
-  save_trace_whole(mr::synthetic::generate_trace(config), out);
-  std::printf("wrote %s: %d layers x %d steps x %d tokens, E = %d, k = %d (preset %s, seed %llu)\n", out.c_str(),
+  warn_if_uncalibrated(*preset, config);
+  mr::io::trace trace = mr::synthetic::generate_trace(config);
+  if (!placement.empty()) {
+    trace.placement = placement;
+    trace.devices = 1 + *std::max_element(placement.begin(), placement.end());
+  }
+  save_trace_whole(trace, out);
+  std::printf("wrote %s: %d layers x %d steps x %d tokens, E = %d, k = %d (preset %s, seed %llu)", out.c_str(),
               config.layers, config.steps, config.tokens_per_step, config.experts, config.top_k, name.c_str(),
               static_cast<unsigned long long>(config.seed));
+  if (!placement.empty())
+    std::printf(", %s placement on %d devices", args.get("placement", "contiguous").c_str(), trace.devices);
+  std::printf("\n");
   return 0;
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // An SVG scatter plot of policy configurations: x = mean |active| (fewer is cheaper),
 // y = mean retained gate mass (more is closer to vanilla). One <circle class="point"> per
-// configuration, coloured by grid, with its policy text as a tooltip; the Pareto frontier
-// (no other point has both fewer experts and more mass) joined by a line.
+// configuration, coloured by grid, with its policy text as a tooltip and its ranged
+// parameters written beside it (<text class="label">, readable in any viewer and in
+// print); the Pareto frontier (no other point has both fewer experts and more mass)
+// joined by a line.
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +22,8 @@
 namespace moe_route {
 
 struct plot_point {
-  std::string label;  ///< the policy text
+  std::string label;  ///< the policy text (the tooltip)
+  std::string tag;    ///< a short label written beside the point ("k0=3"); none when empty
   int series = 0;     ///< which grid it came from
   double active = 0;
   double retained = 0;
@@ -191,6 +194,42 @@ inline void append_points(std::string& svg, const plot_frame& frame, const std::
   }
 }
 
+/// A label's box in pixels, to keep labels from covering each other.
+struct label_box {
+  double x0, y0, x1, y1;
+  bool overlaps(const label_box& other) const {
+    return x0 < other.x1 && other.x0 < x1 && y0 < other.y1 && other.y0 < y1;
+  }
+};
+
+/// Writes each point's tag beside it, in its grid's colour: above right of the point, or
+/// the first of the other three corners where it covers no earlier label (the first
+/// corner when every one does). Font size 10: about 6 pixels a character.
+inline void append_labels(std::string& svg, const plot_frame& frame, const std::vector<plot_point>& points) {
+  constexpr double char_width = 6, height = 11, gap = 6;
+  std::vector<label_box> placed;
+  for (const auto& p : points) {
+    if (p.tag.empty()) continue;
+    const double x = frame.x(p.active), y = frame.y(p.retained);
+    const double width = char_width * static_cast<double>(p.tag.size());
+    const label_box corners[] = {{x + gap, y - gap - height, x + gap + width, y - gap},
+                                 {x + gap, y + gap, x + gap + width, y + gap + height},
+                                 {x - gap - width, y - gap - height, x - gap, y - gap},
+                                 {x - gap - width, y + gap, x - gap, y + gap + height}};
+    label_box chosen = corners[0];
+    for (const label_box& corner : corners) {
+      if (ranges::none_of(placed, [&](const label_box& b) { return b.overlaps(corner); })) {
+        chosen = corner;
+        break;
+      }
+    }
+    placed.push_back(chosen);
+    append_formatted(svg, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\">", chosen.x0,
+                     chosen.y1 - 2, series_colour(static_cast<std::size_t>(p.series)));
+    svg += xml_escape(p.tag) + "</text>\n";  // appended whole: a policy text may outgrow the buffer
+  }
+}
+
 /// Each grid's colour and text in the right margin, then how the frontier is drawn.
 inline void append_legend(std::string& svg, const std::vector<std::string>& series_names) {
   using layout = plot_layout;
@@ -214,6 +253,7 @@ inline std::string pareto_svg(const std::vector<plot_point>& points, const std::
   append_axes(svg, frame);
   append_frontier(svg, frame, points);
   append_points(svg, frame, points);
+  append_labels(svg, frame, points);
   append_legend(svg, series_names);
   svg += "</svg>\n";
   return svg;

@@ -46,6 +46,8 @@ inline std::vector<std::string> range_values(const std::string& range, const std
 struct grid_parts {
   std::vector<std::vector<std::string>> choices;
   std::string tail;
+  /// For each range, its parameter and values as a short label ("k0=1", "k0=2", ...).
+  std::vector<std::vector<std::string>> labels;
 };
 
 /// Cuts `grid` at its ranges and checks them, including how many policies they multiply
@@ -66,6 +68,12 @@ inline grid_parts cut_grid(const std::string& grid) {
     if (policies > max_grid_policies) {
       throw usage_error("grid '" + grid + "' expands to more than " + std::to_string(max_grid_policies) + " policies");
     }
+    const std::size_t name_end = begin - 1;  // the '='
+    const std::size_t name_start = grid.find_last_of("(,| ", name_end);
+    const std::string name = grid.substr(name_start == std::string::npos ? 0 : name_start + 1,
+                                         name_end - (name_start == std::string::npos ? 0 : name_start + 1));
+    parts.labels.push_back(values | ranges::views::transform([&](const std::string& v) { return name + "=" + v; }) |
+                           ranges::to<std::vector>());
     const std::string before = grid.substr(at, begin - at);
     parts.choices.push_back(values | ranges::views::transform([&](const std::string& v) { return before + v; }) |
                             ranges::to<std::vector>());
@@ -75,20 +83,43 @@ inline grid_parts cut_grid(const std::string& grid) {
   return parts;
 }
 
+namespace detail {
+
+/// Every combination of one choice per list, in order (the last list varies fastest),
+/// each joined with `separator` between choices.
+inline std::vector<std::string> combinations(const std::vector<std::vector<std::string>>& lists,
+                                             const std::string& separator) {
+  std::vector<std::string> texts = {""};
+  bool first = true;
+  for (const std::vector<std::string>& choices : lists) {
+    const auto joined = [&](const auto& prefix_and_choice) {
+      const auto& [prefix, choice] = prefix_and_choice;
+      return first ? prefix + choice : prefix + separator + choice;
+    };
+    texts =
+        ranges::views::cartesian_product(texts, choices) | ranges::views::transform(joined) | ranges::to<std::vector>();
+    first = false;
+  }
+  return texts;
+}
+
+}  // namespace detail
+
 /// Every policy text the grid stands for, in order (the last range varies fastest).
 inline std::vector<std::string> expand_grid(const std::string& grid) {
   const grid_parts parts = cut_grid(grid);
-  const auto joined = [](const auto& prefix_and_choice) {
-    const auto& [prefix, choice] = prefix_and_choice;
-    return prefix + choice;
-  };
-  std::vector<std::string> texts = {""};
-  for (const std::vector<std::string>& choices : parts.choices) {
-    texts =
-        ranges::views::cartesian_product(texts, choices) | ranges::views::transform(joined) | ranges::to<std::vector>();
-  }
+  std::vector<std::string> texts = detail::combinations(parts.choices, "");
   for (std::string& text : texts) text += parts.tail;
   return texts;
+}
+
+/// A short label for each policy of `expand_grid(grid)`, in the same order: the ranged
+/// parameters and their values ("k0=3", "k0=1,m=8"), or the whole text for a grid
+/// without ranges. The sweep plot writes them beside its points.
+inline std::vector<std::string> grid_labels(const std::string& grid) {
+  const grid_parts parts = cut_grid(grid);
+  if (parts.labels.empty()) return {grid};
+  return detail::combinations(parts.labels, ",");
 }
 
 }  // namespace moe_route

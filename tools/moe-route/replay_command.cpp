@@ -19,11 +19,14 @@ constexpr const char* replay_help =
     "\n"
     "Routes every layer and decode step of a trace with each policy and with vanilla top-k,\n"
     "and reports per policy and layer the mean and spread over steps of |active|, |S|,\n"
-    "retained gate mass, top-k recall, the largest device load and the modelled latency\n"
-    "ratio to vanilla (T = N_active * t_fetch + assignments * t_token; defaults 1 and 0).\n";
+    "retained gate mass, top-k recall, the busiest device's active experts (max/device,\n"
+    "with a placement only: '-' without) and the modelled latency ratio to vanilla:\n"
+    "T = N_active * t_fetch + assignments * t_token (defaults 1 and 0), and with a\n"
+    "placement the busiest device's T (max over devices of the same sum over its experts).\n";
 }  // namespace
 
 int replay_command(const std::vector<std::string>& words) {
+  const progress_clock::time_point started = progress_clock::now();
   const arguments args(words, {"trace", "policy", "t-fetch", "t-token"}, {"json", "csv"}, {"policy"});
   if (args.help()) {
     std::fputs(replay_help, stdout);
@@ -44,10 +47,14 @@ int replay_command(const std::vector<std::string>& words) {
     if (!bound.ok()) throw usage_error(mr::to_string(bound) + " in '" + texts[p] + "'");
   }
   std::vector<policy_replay> reports;
+  replay_progress bar = stderr_progress("replay", started);
+  const auto count = static_cast<long long>(policies.size());
   for (std::size_t p = 0; p < policies.size(); ++p) {
-    reports.push_back(
-        replay_trace(trace, policies[p], texts[p], model,
-                     stderr_progress("replay " + std::to_string(p + 1) + "/" + std::to_string(policies.size()))));
+    const auto before = static_cast<long long>(p);
+    const replay_progress part = [&bar, before, count](long long done, long long total) {
+      bar(before * total + done, count * total);
+    };
+    reports.push_back(replay_trace(trace, policies[p], texts[p], model, part));
   }
   if (args.has("json"))
     print_json(dir, reports);

@@ -112,9 +112,12 @@ inline void print_table(const std::vector<policy_replay>& reports) {
     std::printf("  %-6s %16s %16s %16s %16s %10s %16s\n", "layer", "|active|", "|S|", "retained mass", "recall",
                 "max/device", "latency/vanilla");
     auto row = [](const std::string& label, const replay_figures& f) {
-      std::printf("  %-6s %9.2f ± %-5.2f %9.2f ± %-5.2f %9.3f ± %-5.3f %9.3f ± %-5.3f %10.2f %9.3f ± %-5.3f\n",
+      // Without a placement no device is busiest: "-" rather than a made-up 0.
+      char busiest[32] = "-";
+      if (!std::isnan(f.max_device_load.mean)) std::snprintf(busiest, sizeof busiest, "%.2f", f.max_device_load.mean);
+      std::printf("  %-6s %9.2f ± %-5.2f %9.2f ± %-5.2f %9.3f ± %-5.3f %9.3f ± %-5.3f %10s %9.3f ± %-5.3f\n",
                   label.c_str(), f.active.mean, f.active.spread, f.selected.mean, f.selected.spread,
-                  f.retained_mass.mean, f.retained_mass.spread, f.recall.mean, f.recall.spread, f.max_device_load.mean,
+                  f.retained_mass.mean, f.retained_mass.spread, f.recall.mean, f.recall.spread, busiest,
                   f.latency_ratio.mean, f.latency_ratio.spread);
     };
     for (const auto& [l, layer] : ranges::views::enumerate(r.layers)) row(std::to_string(l), layer);

@@ -193,7 +193,7 @@ int route_batch(const arguments& args, mr::routing_batch<Element> batch, mr::run
        {mr::validate_groups(batch.groups, experts), mr::validate_group_candidates(batch.groups, experts, top_k)}) {
     if (!grouped.ok()) throw usage_error("--groups " + args.get("groups", "") + ": " + mr::to_string(grouped));
   }
-  mr::routing_plan plan(n, top_k, experts, batch.device_count, pad);
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = top_k, .devices = batch.device_count, .pad = pad});
   mr::cpu::workspace ws({n, experts, top_k});
   const mr::status routed = mr::cpu::route(policy, batch, plan.view(), ws, std::execution::par);
   if (!routed.ok()) throw input_error(mr::to_string(routed));

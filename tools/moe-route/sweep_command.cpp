@@ -28,14 +28,17 @@ constexpr const char* sweep_help =
     "  --grid \"oea(k0=1..8,k=8)\" --grid \"skip(beta=0.1..0.9:0.2,k=8)\"\n"
     "Every combination is replayed over the trace (as moe-route replay does); configurations\n"
     "that do not fit the trace (e.g. k0 > k) are skipped with a note. Writes one CSV row per\n"
-    "configuration (default sweep.csv) and an SVG plot with one point per configuration and\n"
-    "the Pareto frontier of mean |active| against mean retained mass (default sweep.svg).\n";
+    "configuration (default sweep.csv) and an SVG plot with one point per configuration,\n"
+    "labelled with the values its grid's ranges took (k0=3), and the Pareto frontier of mean\n"
+    "|active| against mean retained mass (default sweep.svg). With a placement in the trace,\n"
+    "the latency ratio is the busiest device's (see moe-route replay --help).\n";
 
 /// One policy a grid stands for, parsed; `grid` is the index of that grid (its column in
 /// the CSV, its colour in the plot).
 struct configuration {
   int grid;
   std::string text;
+  std::string label;  ///< its ranged parameters ("k0=3"), written beside its point
   mr::runtime_policy policy;
 };
 
@@ -63,7 +66,8 @@ void check_outputs(const arguments& args, const std::string& csv_path, const std
 std::vector<configuration> configurations_of(const std::vector<std::string>& grids) {
   std::vector<configuration> configurations;
   for (const auto& [grid_index, grid] : ranges::views::enumerate(grids)) {
-    for (const std::string& text : expand_grid(grid)) {
+    const std::vector<std::string> texts = expand_grid(grid), labels = grid_labels(grid);
+    for (const auto& [text, label] : ranges::views::zip(texts, labels)) {
       const mr::parse_result parsed = mr::parse_policy(text);
       if (parsed.outcome.code == mr::errc::syntax_error) {
         const std::string message = mr::describe(parsed, text);
@@ -73,28 +77,35 @@ std::vector<configuration> configurations_of(const std::vector<std::string>& gri
         std::fprintf(stderr, "sweep: skipping '%s': %s\n", text.c_str(), mr::to_string(parsed.outcome).c_str());
         continue;
       }
-      configurations.push_back({static_cast<int>(grid_index), text, parsed.policy});
+      configurations.push_back({static_cast<int>(grid_index), text, label, parsed.policy});
     }
   }
   return configurations;
 }
 
-/// Replays each configuration that fits the trace, with progress on stderr; the others
-/// (e.g. k0 > k) are skipped with a note.
+/// Replays each configuration that fits the trace, with one progress bar for them all;
+/// the others (e.g. k0 > k) are skipped with a note.
 sweep_results replay_configurations(const mr::io::trace& trace, const std::vector<configuration>& configurations,
-                                    const mr::latency_model& model) {
+                                    const mr::latency_model& model, progress_clock::time_point started) {
   sweep_results results;
+  replay_progress bar = stderr_progress("sweep", started);
+  const auto count = static_cast<long long>(configurations.size());
   for (const auto& [index, config] : ranges::views::enumerate(configurations)) {
     const mr::status bound = mr::bind_policy(config.policy, {trace.experts, trace.top_k, !trace.placement.empty()});
     if (!bound.ok()) {
       std::fprintf(stderr, "sweep: skipping '%s': %s\n", config.text.c_str(), mr::to_string(bound).c_str());
       continue;
     }
-    const std::string progress = "sweep " + std::to_string(index + 1) + "/" + std::to_string(configurations.size());
+    const auto before = static_cast<long long>(index);
+    const replay_progress part = [&bar, before, count](long long done, long long total) {
+      bar(before * total + done, count * total);
+    };
     const policy_replay& report =
-        results.reports.emplace_back(replay_trace(trace, config.policy, config.text, model, stderr_progress(progress)));
-    results.points.push_back({config.text, config.grid, report.overall.active.mean, report.overall.retained_mass.mean});
+        results.reports.emplace_back(replay_trace(trace, config.policy, config.text, model, part));
+    results.points.push_back(
+        {config.text, config.label, config.grid, report.overall.active.mean, report.overall.retained_mass.mean});
   }
+  bar(1, 1);  // finishes a bar left short by skipped configurations
   return results;
 }
 
@@ -113,6 +124,7 @@ std::string sweep_csv(const std::vector<std::string>& grids, const sweep_results
 }  // namespace
 
 int sweep_command(const std::vector<std::string>& words) {
+  const progress_clock::time_point started = progress_clock::now();
   const arguments args(words, {"trace", "grid", "csv", "svg", "t-fetch", "t-token"}, {}, {"grid"});
   if (args.help()) {
     std::fputs(sweep_help, stdout);
@@ -126,7 +138,7 @@ int sweep_command(const std::vector<std::string>& words) {
   const std::vector<configuration> configurations = configurations_of(grids);
   const std::string dir = args.required("trace");
   const mr::io::trace trace = load_trace_or_fail(dir);
-  sweep_results results = replay_configurations(trace, configurations, model);
+  sweep_results results = replay_configurations(trace, configurations, model, started);
   if (!results.points.empty() && std::isnan(results.points.front().retained)) {
     throw input_error(dir + ": no step routes a valid token (every token is masked): nothing to plot");
   }

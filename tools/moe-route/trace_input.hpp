@@ -1,8 +1,7 @@
 #pragma once
 // Helpers the trace subcommands share: loading a trace (bad files exit 1), parsing a
-// policy (bad text exits 2) and progress lines on stderr.
+// policy (bad text exits 2) and progress on stderr.
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -10,6 +9,7 @@
 #include <moe_routing/moe_routing.hpp>
 
 #include "command_line.hpp"
+#include "progress_bar.hpp"
 #include "trace_replay.hpp"
 
 namespace moe_route {
@@ -40,15 +40,10 @@ inline moe_routing::latency_model read_latency_model(const arguments& args) {
   return model;
 }
 
-/// Prints "WHAT: N%" on stderr at every tenth of the work.
-inline replay_progress stderr_progress(const std::string& what) {
-  return [what, last = -1](long long done, long long total) mutable {
-    const int percent = static_cast<int>(100 * done / std::max(1LL, total));
-    if (percent / 10 != last / 10 || done == total) {
-      std::fprintf(stderr, "%s: %d%%\n", what.c_str(), percent);
-      last = percent;
-    }
-  };
+/// Progress of one part of a command that began at `started`: a bar on stderr when it
+/// is a terminal and the command has run for a second (progress_bar.hpp), else nothing.
+inline replay_progress stderr_progress(const std::string& what, progress_clock::time_point started) {
+  return stderr_progress_bar(what, started);
 }
 
 }  // namespace moe_route

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "moe_routing/core/bit_count.hpp"
 #include "moe_routing/core/config.hpp"
 
 namespace moe_routing {
@@ -29,7 +30,7 @@ class expert_set {
   }
   MOE_ROUTING_HOST_DEVICE constexpr int size() const noexcept {
     int total = 0;
-    for (const auto word : words_) total += std::popcount(word);
+    for (const auto word : words_) total += count_bits(word);
     return total;
   }
   MOE_ROUTING_HOST_DEVICE constexpr bool empty() const noexcept {

@@ -13,13 +13,14 @@
 #include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/rank_key.hpp"
+#include "moe_routing/core/weight_sum.hpp"
 
 namespace moe_routing {
 
 struct row_stats {
   float max_logit = 0;        ///< softmax: largest non-NaN logit
-  float denominator = 1;      ///< softmax: sum of exp(x - max_logit) (see probability_of)
-  float candidate_total = 0;  ///< sum of p over the row's candidate experts
+  float denominator = 1;      ///< softmax: sum of exp(x - max_logit) (see probability_of), a `weight_sum`
+  float candidate_total = 0;  ///< sum of p over the row's candidate experts, a `weight_sum`
   float max_candidate_p = 0;  ///< largest p among candidates (NaN-free)
 };
 
@@ -87,7 +88,8 @@ namespace detail {
 
 /// Softmax statistics and p of a row whose inputs are already in `p`, in place:
 /// one exp per expert. p = exp(x - max) / denominator, the formula `probability_of`
-/// uses, so later recomputations of one p match bit for bit.
+/// uses, so later recomputations of one p match bit for bit. The denominator is a
+/// `weight_sum` (double, rounded once), so a backend that sums in another order agrees.
 MOE_ROUTING_HOST_DEVICE inline void softmax_in_place(float* p, int experts, row_stats& stats) noexcept {
   constexpr float infinity = std::numeric_limits<float>::infinity();
   float m = -infinity;
@@ -100,12 +102,13 @@ MOE_ROUTING_HOST_DEVICE inline void softmax_in_place(float* p, int experts, row_
     for (int e = 0; e < experts; ++e) p[e] = probability_of(scoring::softmax, p[e], stats);
     return;
   }
-  float denominator = 0;
+  weight_sum sum;
   for (int e = 0; e < experts; ++e) {
     const float v = std::exp(p[e] - m);
     p[e] = v == v ? v : 0.0f;  // NaN logits weigh nothing
-    denominator += p[e];
+    sum.add(p[e]);
   }
+  const float denominator = sum.rounded();
   stats.denominator = denominator;
   for (int e = 0; e < experts; ++e) p[e] = p[e] / denominator;
 }
@@ -156,16 +159,17 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
     }
   }
   // Candidate totals skip NaN and negative p (possible only for probabilities input).
-  float total = 0, max_p = 0;
+  weight_sum total;
+  float max_p = 0;
   for (int e = 0; e < experts; ++e) {
     if (groups.enabled() && !group_kept[e / group_size]) continue;
     const float value = p[e];
     if (value > 0) {
-      total += value;
+      total.add(value);
       if (value > max_p) max_p = value;
     }
   }
-  stats.candidate_total = total;
+  stats.candidate_total = total.rounded();
   stats.max_candidate_p = max_p;
   return stats;
 }

@@ -12,8 +12,9 @@
 /// - batch-wide: the column masses `mass(gate)` (fixed point, `fixed_mass.hpp`) and the
 ///   votes `votes()`; requests `requests()`, `request_begin(r)`, `request_end(r)`; devices
 ///   `devices()`, `device_of(expert)` (0 devices without a placement);
-/// - the selection: `selected` (S) and `guaranteed`, expert sets with `insert`, `erase`,
-///   `contains` and `size`; `guarantee(token, ranks)` adds a token's best ranks to both;
+/// - the selection: `selected` (S, a `selected_set` with `insert`, `erase`, `contains` and
+///   `size`, whose `erase`, `clear` and assignment never remove a guaranteed expert) and
+///   `guaranteed` (read-only); `guarantee(token, ranks)` adds a token's best ranks to both;
 /// - scratch: `scratch_experts()` and `scratch_counts()`, room for `experts()` int32 each,
 ///   free for the stage to use and not kept after it.
 

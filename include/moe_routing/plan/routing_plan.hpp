@@ -102,21 +102,39 @@ constexpr status validate_plan(const plan_view& plan, const routing_batch<Elemen
   return validate_group_candidates(batch.groups, batch.experts(), plan.top_k);
 }
 
+/// The sizes of an owned plan, named and in the workspace's order (`workspace_shape`: n, E,
+/// k): `routing_plan plan({.tokens = n, .experts = E, .top_k = k})` next to
+/// `cpu::workspace ws({.max_tokens = n, .experts = E, .top_k = k})`. Unnamed, write
+/// `routing_plan(plan_shape{n, E, k})` (a bare `{n, E, k}` would also match the deprecated
+/// (n, k, E) constructor).
+struct plan_shape {
+  int tokens = 0;   ///< n: rows
+  int experts = 0;  ///< E: the length of `expert_tokens`
+  int top_k = 0;    ///< k: the row width, the model's top-k
+  int devices = 0;  ///< G: the length of `device_loads` (0 without a placement)
+  padding pad = {};
+};
+
 /// A plan that owns its buffers. Sized once; reuse it across calls of the same shape.
 class routing_plan {
  public:
   routing_plan() = default;
   /// Throws routing_error naming the size when one is out of range (before allocating).
-  routing_plan(int tokens, int top_k, int experts, int devices = 0, padding pad = {})
-      : tokens_(checked_tokens(tokens, top_k, experts, devices)),
-        top_k_(top_k),
-        pad_(pad),
-        ids_(static_cast<std::size_t>(tokens) * top_k),
-        weights_(static_cast<std::size_t>(tokens) * top_k),
-        counts_(static_cast<std::size_t>(tokens)),
-        expert_tokens_(static_cast<std::size_t>(experts)),
-        device_loads_(static_cast<std::size_t>(devices)),
-        guaranteed_(static_cast<std::size_t>(tokens)) {}
+  explicit routing_plan(const plan_shape& shape)
+      : tokens_(checked_tokens(shape)),
+        top_k_(shape.top_k),
+        pad_(shape.pad),
+        ids_(static_cast<std::size_t>(shape.tokens) * static_cast<std::size_t>(shape.top_k)),
+        weights_(static_cast<std::size_t>(shape.tokens) * static_cast<std::size_t>(shape.top_k)),
+        counts_(static_cast<std::size_t>(shape.tokens)),
+        expert_tokens_(static_cast<std::size_t>(shape.experts)),
+        device_loads_(static_cast<std::size_t>(shape.devices)),
+        guaranteed_(static_cast<std::size_t>(shape.tokens)) {}
+  /// The 0.1 order (n, k, E), unlike the workspace's; removed in 1.0.
+  [[deprecated(
+      "routing_plan(n, k, E) takes k before E; write routing_plan({.tokens = n, .experts = E, .top_k = k}), "
+      "the workspace's order")]] routing_plan(int tokens, int top_k, int experts, int devices = 0, padding pad = {})
+      : routing_plan(plan_shape{tokens, experts, top_k, devices, pad}) {}
 
   plan_view view() {
     return plan_view{ids_.data(),
@@ -151,17 +169,17 @@ class routing_plan {
 
  private:
   /// Checks every size before the first buffer is allocated; returns `tokens`.
-  static int checked_tokens(int tokens, int top_k, int experts, int devices) {
+  static int checked_tokens(const plan_shape& shape) {
     constexpr auto bad = errc::invalid_parameter;
+    throw_if_failed(check_range(bad, "routing_plan.tokens", shape.tokens, 0, max_tokens, "must be in [0, max_tokens]",
+                                "max_tokens"));
     throw_if_failed(
-        check_range(bad, "routing_plan.tokens", tokens, 0, max_tokens, "must be in [0, max_tokens]", "max_tokens"));
-    throw_if_failed(
-        check_range(bad, "routing_plan.top_k", top_k, 1, max_top_k, "must be in [1, max_top_k]", "max_top_k"));
-    throw_if_failed(check_range(bad, "routing_plan.experts", experts, 2, max_experts, "must be in [2, max_experts]",
-                                "max_experts"));
-    throw_if_failed(check_range(bad, "routing_plan.devices", devices, 0, max_experts, "must be in [0, max_experts]",
-                                "max_experts"));
-    return tokens;
+        check_range(bad, "routing_plan.top_k", shape.top_k, 1, max_top_k, "must be in [1, max_top_k]", "max_top_k"));
+    throw_if_failed(check_range(bad, "routing_plan.experts", shape.experts, 2, max_experts,
+                                "must be in [2, max_experts]", "max_experts"));
+    throw_if_failed(check_range(bad, "routing_plan.devices", shape.devices, 0, max_experts,
+                                "must be in [0, max_experts]", "max_experts"));
+    return shape.tokens;
   }
 
   std::size_t index(int token, int slot) const {

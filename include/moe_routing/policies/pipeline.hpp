@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "moe_routing/policies/stage_concepts.hpp"
+#include "moe_routing/policies/stage_diagnostics.hpp"
 #include "moe_routing/policies/stage_list.hpp"
 
 namespace moe_routing {
@@ -45,6 +46,11 @@ struct pipeline_shape<pipeline<Stages...>> {
 };
 }  // namespace detail
 
+template <class Policy>
+inline constexpr bool is_pipeline = false;
+template <class... Stages>
+inline constexpr bool is_pipeline<pipeline<Stages...>> = true;
+
 /// A pipeline that can be routed: >= 1 set stage, exactly one assignment stage, last.
 template <class Policy>
 concept compiled_policy = detail::pipeline_shape<std::remove_cvref_t<Policy>>::routable;
@@ -79,5 +85,36 @@ template <assignment_stage Left, routing_stage Right>
 void operator|(const Left&, const Right&) = delete;
 template <routing_stage... Left, routing_stage Right>
 requires(!pipeline<Left...>::is_open) void operator|(const pipeline<Left...>&, const Right&) = delete;
+
+/// What `|` composes: a stage or a pipeline.
+template <class Operand>
+concept stage_or_pipeline = routing_stage<Operand> || is_pipeline<Operand>;
+/// A class met by `|` next to a stage that is not a stage itself: a mistake to explain.
+template <class Operand>
+concept mistaken_stage =
+    std::is_class_v<Operand> && !stage_or_pipeline<Operand> && !std::is_same_v<Operand, rejected_policy>;
+
+// Read this if your compile breaks here: one side of `|` is not a stage, and the
+// static_assert in explain_not_a_stage (stage_diagnostics.hpp) above says why.
+template <stage_or_pipeline Left, mistaken_stage Right>
+constexpr rejected_policy operator|(const Left&, const Right&) {
+  explain_not_a_stage<Right>();
+  return {};
+}
+template <mistaken_stage Left, stage_or_pipeline Right>
+constexpr rejected_policy operator|(const Left&, const Right&) {
+  explain_not_a_stage<Left>();
+  return {};
+}
+// After the sentence, the rest of the expression composes quietly.
+template <class Right>
+constexpr rejected_policy operator|(const rejected_policy&, const Right&) {
+  return {};
+}
+template <class Left>
+requires(!std::is_same_v<Left, rejected_policy>) constexpr rejected_policy operator|(const Left&,
+                                                                                     const rejected_policy&) {
+  return {};
+}
 
 }  // namespace moe_routing

@@ -17,6 +17,33 @@ namespace moe_routing {
 template <class Policy>
 concept routing_policy = compiled_policy<Policy> || std::same_as<std::remove_cvref_t<Policy>, runtime_policy>;
 
+/// Does not compile, with the sentence that says why `Policy` cannot be routed. A backend's
+/// `route` calls it from the overload that takes what `routing_policy` refuses.
+template <class Policy>
+constexpr void explain_unroutable_policy() {
+  if constexpr (std::is_same_v<Policy, rejected_policy>) {
+    // `|` has already said what is wrong with one of its stages.
+  } else if constexpr (routing_stage<Policy>) {
+    static_assert(detail::reported<Policy>,
+                  "route takes a policy, not a single stage: compose set stages and refine with |, e.g. "
+                  "moe_routing::prune{.k0 = 2} | moe_routing::refine{.k = 8}.");
+  } else if constexpr (!is_pipeline<Policy>) {
+    static_assert(detail::reported<Policy>,
+                  "route takes a policy: stages composed with | (a pipeline) or a runtime_policy "
+                  "(parse_policy, presets).");
+  } else if constexpr (Policy::set_stage_count == 0) {
+    static_assert(detail::reported<Policy>,
+                  "A policy needs a set stage before refine to build the selected set S, e.g. "
+                  "moe_routing::prune{.k0 = 2} | moe_routing::refine{.k = 8}.");
+  } else if constexpr (Policy::assignment_stage_count == 0) {
+    static_assert(detail::reported<Policy>,
+                  "A policy must end with its assignment stage, refine, e.g. "
+                  "moe_routing::prune{.k0 = 2} | moe_routing::refine{.k = 8}.");
+  } else {
+    static_assert(detail::reported<Policy>, "refine must be a policy's last stage and its only assignment stage.");
+  }
+}
+
 template <class Stage>
 constexpr const char* stage_name() noexcept {
   if constexpr (requires {

@@ -96,6 +96,8 @@ struct refine {
   }
 };
 
+template <>
+inline constexpr bool is_library_assignment_stage<refine> = true;
 static_assert(assignment_stage<refine>);
 
 }  // namespace moe_routing

@@ -48,15 +48,25 @@ constexpr status check_at_most_top_k(const char* parameter, int value, const bin
   return {};
 }
 
+/// The stage declares `static constexpr stage_role role` (a constant, not a data member).
 template <class Stage>
-concept set_stage = std::is_trivially_copyable_v<Stage> && requires {
-  { Stage::role } -> std::convertible_to<stage_role>;
-} &&(Stage::role == stage_role::set);
+concept declares_stage_role = requires {
+  { &Stage::role } -> std::same_as<const stage_role*>;
+};
 
 template <class Stage>
-concept assignment_stage = std::is_trivially_copyable_v<Stage> && requires {
-  { Stage::role } -> std::convertible_to<stage_role>;
-} &&(Stage::role == stage_role::assignment);
+concept set_stage = std::is_trivially_copyable_v<Stage> && declares_stage_role<Stage> &&
+    (Stage::role == stage_role::set);
+
+/// Whether the backends can run `Stage` as a policy's assignment stage: only the library's
+/// own (refine specializes it). A stage written outside the library builds S.
+template <class Stage>
+inline constexpr bool is_library_assignment_stage = false;
+
+template <class Stage>
+concept assignment_stage = std::is_trivially_copyable_v<Stage> && declares_stage_role<Stage> &&
+                           (Stage::role == stage_role::assignment) &&
+                           is_library_assignment_stage<Stage>;
 
 template <class Stage>
 concept routing_stage = set_stage<Stage> || assignment_stage<Stage>;

@@ -11,7 +11,7 @@
 /// \code
 ///   auto policy = moe_routing::presets::oea(/*k0=*/4, /*k=*/8);
 ///   moe_routing::cpu::workspace ws({.max_tokens = 16, .experts = 128, .top_k = 8});
-///   moe_routing::routing_plan plan(16, 8, 128);
+///   moe_routing::routing_plan plan({.tokens = 16, .experts = 128, .top_k = 8});
 ///   auto status = moe_routing::cpu::route(policy, batch, plan.view(), ws, std::execution::par);
 /// \endcode
 
@@ -110,6 +110,14 @@ requires std::is_execution_policy_v<std::remove_cvref_t<ExecutionPolicy>>
                  std::max(plan.top_k, have.top_k)});
   }
   return route(policy, batch, plan, own, exec);
+}
+
+// Read this if your compile breaks here: the first argument is not a policy that can be
+// routed, and the static_assert in explain_unroutable_policy (policy_checks.hpp) says why.
+template <class Policy, class... Arguments>
+requires(!routing_policy<Policy>) status route(const Policy&, Arguments&&...) {
+  explain_unroutable_policy<Policy>();
+  return {};
 }
 
 }  // namespace moe_routing::cpu

@@ -44,7 +44,11 @@ class router {
         owned_.experts() != batch.experts() || owned_.devices() != devices || owned_.pad().kind != pad.kind ||
         owned_.pad().sentinel_value != pad.sentinel_value) {
       throw_if_failed(validate_batch_shape(batch));  // sizes the plan only from a batch that can be routed
-      owned_ = routing_plan(batch.tokens(), workspace_.shape().top_k, batch.experts(), devices, pad);
+      owned_ = routing_plan({.tokens = batch.tokens(),
+                             .experts = batch.experts(),
+                             .top_k = workspace_.shape().top_k,
+                             .devices = devices,
+                             .pad = pad});
     }
     route(batch, owned_.view(), exec);
     return owned_;

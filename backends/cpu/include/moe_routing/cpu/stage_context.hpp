@@ -5,7 +5,9 @@
 /// votes, the selected set S and the guaranteed ranks, and typed scratch. The scoring
 /// pass (`score_pass.hpp`) fills it, then every stage runs on it in turn.
 ///
-/// A user-written set stage receives this object in its `apply(auto& context)`.
+/// A user-written set stage receives this object in its `apply(auto& context)`. S is a
+/// `selected_set`: no stage can remove a guaranteed expert, and the guaranteed set is
+/// read-only except through `guarantee(token, ranks)` (docs/custom_stages.md).
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/score_row.hpp"
+#include "moe_routing/core/selected_set.hpp"
 #include "moe_routing/core/stage_context.hpp"
 #include "moe_routing/cpu/chunk_runner.hpp"
 #include "moe_routing/cpu/simd/value_top_k.hpp"
@@ -29,6 +32,9 @@ class stage_context {
  public:
   stage_context(const routing_batch<Element>& batch, int top_k, workspace& ws, ExecutionPolicy exec) noexcept
       : batch_(batch), ws_(ws), chunks_(exec, ws.chunk_index, batch.tokens()), top_k_(top_k) {}
+  // `selected` points at this context's guaranteed set.
+  stage_context(const stage_context&) = delete;
+  stage_context& operator=(const stage_context&) = delete;
 
   // ---- shape ----
   int tokens() const noexcept { return batch_.tokens(); }
@@ -55,8 +61,8 @@ class stage_context {
     auto& depth = ws_.depth[static_cast<std::size_t>(token)];
     if (ranks > depth) depth = ranks;
     for (int j = 0; j < ranks; ++j) {
+      guaranteed_experts_.insert(top_experts(token)[static_cast<std::size_t>(j)]);
       selected.insert(top_experts(token)[static_cast<std::size_t>(j)]);
-      guaranteed.insert(top_experts(token)[static_cast<std::size_t>(j)]);
     }
   }
   int guaranteed_ranks(int token) const noexcept { return ws_.depth[static_cast<std::size_t>(token)]; }
@@ -126,10 +132,12 @@ class stage_context {
   /// One expert set per parallel block (chunk_count() of them).
   expert_set* scratch_chunk_sets() const noexcept { return ws_.chunk_selected.data(); }
 
-  expert_set selected;    ///< S
-  expert_set guaranteed;  ///< union of every token's guaranteed experts
+  selected_set selected{guaranteed_experts_};  ///< S; it keeps every guaranteed expert
+  /// Union of every token's guaranteed experts; grows only through `guarantee`.
+  const expert_set& guaranteed = guaranteed_experts_;
 
  private:
+  expert_set guaranteed_experts_;
   std::size_t offset(int token) const noexcept {
     return static_cast<std::size_t>(token) * static_cast<std::size_t>(top_k_);
   }

@@ -10,8 +10,9 @@
 /// Paths, chosen by n: up to `fused_max_tokens` the whole call is one kernel on one block
 /// (decode); above it, four kernels (scoring and assignment spread over the GPU, set stages
 /// and summary on one block) after one memset. `route_path::segmented_sort` takes each
-/// row's top-k from cub::DeviceSegmentedSort instead (it needs a sort buffer, see
-/// `segmented_sort_bytes`). docs/cuda.md explains the choice.
+/// row's top-k from cub::DeviceSegmentedRadixSort instead (a block per row, no host
+/// synchronisation; it needs a sort buffer, see `segmented_sort_bytes`). docs/cuda.md
+/// explains the choice.
 ///
 /// The segments and placement arrays are checked on the device (the host cannot read
 /// them without synchronising); a bad one leaves every row empty and is reported by
@@ -21,7 +22,7 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
-#include <cub/device/device_segmented_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
 
 #include <cstdint>
 #include <type_traits>
@@ -48,7 +49,7 @@ enum class route_path : std::uint8_t {
   automatic,
   fused,           ///< one single-block kernel
   multi_kernel,    ///< scoring and assignment over the whole GPU, warp top-k per row
-  segmented_sort,  ///< as multi_kernel, with each row's top-k from cub::DeviceSegmentedSort
+  segmented_sort,  ///< as multi_kernel, with each row's top-k from cub::DeviceSegmentedRadixSort
 };
 
 namespace detail {
@@ -64,12 +65,26 @@ inline row_offsets row_offsets_at(int experts, std::int64_t first_row) {
   return thrust::make_transform_iterator(thrust::make_counting_iterator(first_row), row_start{experts});
 }
 
-/// Sorts every row's E keys descending (the rows are the segments).
+/// Sorts every row's E keys descending (the rows are the segments). A radix sort with a
+/// block per segment: its passes are launches on `stream` only. (cub::DeviceSegmentedSort
+/// copies the segment sizes to the host and synchronises when there are more than 500
+/// segments, which breaks graph capture.) n * E <= 16384 * 1024 fits its int sizes.
 inline cudaError_t sort_rows(void* scratch, std::size_t& scratch_bytes, const rank_key* in, rank_key* out, int n,
                              int experts, cudaStream_t stream) {
-  return cub::DeviceSegmentedSort::SortKeysDescending(scratch, scratch_bytes, in, out,
-                                                      static_cast<std::int64_t>(n) * experts, n,
-                                                      row_offsets_at(experts, 0), row_offsets_at(experts, 1), stream);
+  return cub::DeviceSegmentedRadixSort::SortKeysDescending(scratch, scratch_bytes, in, out, n * experts, n,
+                                                           row_offsets_at(experts, 0), row_offsets_at(experts, 1), 0,
+                                                           static_cast<int>(sizeof(rank_key) * 8), stream);
+}
+
+/// The status of the launch just made: `cudaGetLastError` would also report (and clear) an
+/// error some earlier, unrelated call left, so `route` checks for one before its first launch
+/// (`earlier_error`) and this names the launch.
+inline status launch_status(const char* kernel) { return cuda_status(cudaGetLastError(), kernel); }
+
+/// An error left by an earlier call, before this call launches anything; read with
+/// `cudaPeekAtLastError`, so it stays for its owner to see.
+inline status earlier_error() {
+  return cuda_status(cudaPeekAtLastError(), "an earlier CUDA call (pending before moe_routing::cuda::route)");
 }
 
 /// True when every set stage of the policy is built in (it then has a runtime form).
@@ -137,36 +152,38 @@ template <routing_policy Policy, score_element Element>
   const int n = batch.tokens();
   // An empty batch always takes the fused kernel: a grid of zero blocks is a launch error.
   const bool fused = n == 0 || path == route_path::fused || (path == route_path::automatic && n <= fused_max_tokens);
-  if (fused) {
-    detail::fused_route_kernel<<<1, detail::block_threads, 0, stream>>>(call);
-    return cuda_status(cudaGetLastError(), "fused_route_kernel launch");
-  }
-  const device_workspace& arrays = ws.arrays();
   const sort_arrays& sort = ws.sort();
-  if (path == route_path::segmented_sort && sort.keys_in == nullptr) {
+  if (!fused && path == route_path::segmented_sort && sort.keys_in == nullptr) {
     return fail(errc::workspace_too_small, "workspace sort buffer bytes", static_cast<double>(ws.sort_bytes()),
                 "must be at least segmented_sort_bytes(shape) for route_path::segmented_sort");
   }
+  MOE_ROUTING_TRY(detail::earlier_error());
+  if (fused) {
+    detail::fused_route_kernel<<<1, detail::block_threads, 0, stream>>>(call);
+    return detail::launch_status("fused_route_kernel launch");
+  }
+  const device_workspace& arrays = ws.arrays();
   MOE_ROUTING_CUDA_TRY(cudaMemsetAsync(arrays.zeroed_begin, 0, arrays.zeroed_bytes, stream));
   const int token_blocks =
       (n + detail::token_block_threads / detail::warp_lanes - 1) / (detail::token_block_threads / detail::warp_lanes);
   if (path == route_path::segmented_sort) {
     detail::row_keys_kernel<<<token_blocks, detail::token_block_threads, 0, stream>>>(call, sort.keys_in);
-    MOE_ROUTING_CUDA_TRY(cudaGetLastError());
+    MOE_ROUTING_TRY(detail::launch_status("row_keys_kernel launch"));
     std::size_t scratch_bytes = sort.scratch_bytes;
     MOE_ROUTING_CUDA_TRY(
         detail::sort_rows(sort.scratch, scratch_bytes, sort.keys_in, sort.keys_out, n, batch.experts(), stream));
     detail::top_from_sorted_kernel<<<token_blocks, detail::token_block_threads, 0, stream>>>(call, sort.keys_out);
+    MOE_ROUTING_TRY(detail::launch_status("top_from_sorted_kernel launch"));
   } else {
     detail::score_kernel<<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
+    MOE_ROUTING_TRY(detail::launch_status("score_kernel launch"));
   }
-  MOE_ROUTING_CUDA_TRY(cudaGetLastError());
   detail::select_kernel<<<1, detail::block_threads, 0, stream>>>(call);
-  MOE_ROUTING_CUDA_TRY(cudaGetLastError());
+  MOE_ROUTING_TRY(detail::launch_status("select_kernel launch"));
   detail::assign_kernel<<<token_blocks, detail::token_block_threads, 0, stream>>>(call);
-  MOE_ROUTING_CUDA_TRY(cudaGetLastError());
+  MOE_ROUTING_TRY(detail::launch_status("assign_kernel launch"));
   detail::finish_kernel<<<1, detail::block_threads, 0, stream>>>(call);
-  return cuda_status(cudaGetLastError(), "finish_kernel launch");
+  return detail::launch_status("finish_kernel launch");
 }
 
 /// The device-side input check of the last call on `ws` (bad segments or placement).

@@ -8,9 +8,9 @@
 /// memory again instead of by multiply-adds (docs/executor.md).
 ///
 /// Tokens enter as a "VNNI" packed copy: per group of 16 tokens and per column pair
-/// (c, c + 1), the 16 tokens' two values side by side, one 64-byte tile row. Built only
-/// when the compiler targets AMX (-march=native on such a CPU, or -mamx-tile -mamx-bf16)
-/// on Linux, which must also grant the process the tile state once (`available()`).
+/// (c, c + 1), the 16 tokens' two values side by side, one 64-byte tile row. Compiled on
+/// x86-64 Linux for AMX by target attributes (`isa_targets.hpp`), whatever the build
+/// targets; it runs where the CPU has AMX and Linux grants the tile state (`available()`).
 
 #include <algorithm>
 #include <cstddef>
@@ -19,11 +19,11 @@
 
 #include "moe_routing/core/half.hpp"
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)
+#include "moe_routing/cpu/simd/cpu_features.hpp"
+#include "moe_routing/cpu/simd/isa_targets.hpp"
+
+#if MOE_ROUTING_X86_KERNELS && defined(__linux__)
 #define MOE_ROUTING_HAS_AMX 1
-#include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #else
 #define MOE_ROUTING_HAS_AMX 0
 #endif
@@ -37,19 +37,9 @@ inline constexpr int tile_tokens = 16;
 /// Tuning data: how far ahead (in columns) each weight row is prefetched.
 inline constexpr int prefetch_columns = 256;
 
-/// Whether this build has the AMX path and the OS lets the process use tile data
-/// (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once).
-inline bool available() noexcept {
-#if MOE_ROUTING_HAS_AMX
-  static const bool granted = [] {
-    constexpr long request_permission = 0x1023, tile_data = 18;
-    return syscall(SYS_arch_prctl, request_permission, tile_data) == 0;
-  }();
-  return granted;
-#else
-  return false;
-#endif
-}
+/// Whether the tiles run here: an AMX build (`MOE_ROUTING_HAS_AMX`), a CPU with AMX, the
+/// OS granting the tile state (asked once), and `MOE_ROUTING_CPU_ISA` not below `amx`.
+inline bool available() noexcept { return MOE_ROUTING_HAS_AMX && cpu_runs(isa_level::amx); }
 
 /// Tokens rounded up to whole tiles: the packed copy's padding is zero.
 constexpr int padded_tokens(int tokens) noexcept { return (tokens + tile_tokens - 1) / tile_tokens * tile_tokens; }
@@ -101,7 +91,7 @@ struct alignas(64) tile_config {
 using block_sums = float[2][tile_rows][tile_tokens];
 
 /// Tiles 0-1 sums of the two blocks, 2-3 their weights, 4 the tokens; all 16 x 64 bytes.
-inline void configure_tiles() noexcept {
+MOE_ROUTING_TARGET_AMX inline void configure_tiles() noexcept {
   tile_config config;
   for (int t = 0; t < 5; ++t) config.bytes_per_row[t] = 64, config.rows[t] = 16;
   // Not _tile_loadconfig: GCC 12's tells the compiler that LDTILECFG reads 8 bytes, so at -O2
@@ -132,8 +122,8 @@ inline void prefetch_column(block_pair blocks, int c, int columns) noexcept {
 /// likely multiplies next; null: none), so memory keeps streaming through the epilogue and
 /// the next call's first steps. Needs `configure_tiles()` beforehand.
 template <class Take>
-inline void multiply_blocks(block_pair blocks, block_pair next, int columns, const bfloat16* packed, int tokens,
-                            Take&& take) noexcept {
+MOE_ROUTING_TARGET_AMX inline void multiply_blocks(block_pair blocks, block_pair next, int columns,
+                                                   const bfloat16* packed, int tokens, Take&& take) noexcept {
   alignas(64) block_sums sums;
   const std::size_t stride = static_cast<std::size_t>(columns) * sizeof(bfloat16);
   for (int t0 = 0; t0 < tokens; t0 += tile_tokens) {
@@ -167,8 +157,9 @@ inline void multiply_blocks(block_pair blocks, block_pair next, int columns, con
 /// Rows [row_begin, row_end) of `matrix` (`rows` x `columns`, row-major; the count a
 /// multiple of 16, `columns` a multiple of 32) times `tokens` packed token vectors:
 /// writes `out[t * out_stride + r]`.
-inline void project_rows(const bfloat16* matrix, int rows, int row_begin, int row_end, int columns,
-                         const bfloat16* packed, int tokens, float* out, std::ptrdiff_t out_stride) noexcept {
+MOE_ROUTING_TARGET_AMX inline void project_rows(const bfloat16* matrix, int rows, int row_begin, int row_end,
+                                                int columns, const bfloat16* packed, int tokens, float* out,
+                                                std::ptrdiff_t out_stride) noexcept {
   detail::configure_tiles();
   auto pair_at = [&](int r0, int end) {
     const bfloat16* first = matrix + static_cast<std::ptrdiff_t>(r0) * columns;
@@ -198,8 +189,9 @@ inline void project_rows(const bfloat16* matrix, int rows, int row_begin, int ro
 /// projection's packed copy `act` (`width` columns), zero for the padding tokens. Saves
 /// the float gate/up rows and a pass over them.
 template <class Activation>
-inline void project_gate_up(const bfloat16* gate, const bfloat16* up, int row, int columns, const bfloat16* packed,
-                            int tokens, int width, bfloat16* act, Activation&& activation) noexcept {
+MOE_ROUTING_TARGET_AMX inline void project_gate_up(const bfloat16* gate, const bfloat16* up, int row, int columns,
+                                                   const bfloat16* packed, int tokens, int width, bfloat16* act,
+                                                   Activation&& activation) noexcept {
   detail::configure_tiles();
   auto pair_at = [&](int r) {
     const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(r) * columns;

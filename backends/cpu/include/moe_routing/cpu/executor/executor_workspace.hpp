@@ -2,7 +2,9 @@
 /// \file
 /// The CPU executor's scratch, sized once for an `executor_shape` so that `moe_forward`
 /// never allocates: the plan's alignment by expert, each group's job, the per-pair rows
-/// (`pair_buffers`), the work items, and on AMX builds the tile-packed bfloat16 copies.
+/// (`pair_buffers`), the work items, and the bfloat16 copies the bfloat16 kernels take.
+/// It also holds the call's kernel choice: the level it may use at most (`force_kernel`, for
+/// tests and comparisons) and the level the last call ran (`last_kernel`).
 
 #include <algorithm>
 #include <cstddef>
@@ -13,6 +15,7 @@
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/cpu/executor/amx_projection.hpp"
 #include "moe_routing/cpu/executor/expert_job.hpp"
+#include "moe_routing/cpu/executor/kernel_choice.hpp"
 #include "moe_routing/executor/executor_shape.hpp"
 #include "moe_routing/executor/expert_weights.hpp"
 
@@ -43,7 +46,7 @@ class executor_workspace {
     pair_slot.assign(n * k, 0);
     pair_of.assign(n * k, 0);
     gathered.assign(pairs * d, 0.0f);
-    gate_up.assign(pairs * 2 * static_cast<std::size_t>(widest), 0.0f);
+    activations.assign(pairs * static_cast<std::size_t>(widest), 0.0f);
     expert_out.assign(pairs * d, 0.0f);
     const std::size_t groups = static_cast<std::size_t>(shape.experts + shape.shared_experts);
     const int longest = std::max(2 * widest, shape.hidden);  // a group's most output rows: gate/up or down
@@ -53,7 +56,7 @@ class executor_workspace {
     valid_tokens.assign(n, 0);
     token_index.resize(n);
     for (std::size_t i = 0; i < n; ++i) token_index[i] = static_cast<std::int32_t>(i);
-    if (MOE_ROUTING_HAS_AMX && shape.bf16_activations) {  // tile copies, padded to 16 tokens per group
+    if (MOE_ROUTING_X86_KERNELS && shape.bf16_activations) {  // bfloat16 rows or tiles, padded to 16 tokens per group
       const std::size_t padded_pairs = pairs + groups * amx::tile_tokens;
       packed_in.assign(padded_pairs * d, bfloat16{0});
       packed_act.assign(padded_pairs * static_cast<std::size_t>(widest), bfloat16{0});
@@ -65,24 +68,37 @@ class executor_workspace {
   template <class Weight>
   pair_buffers buffers_for(const expert_weights<Weight>& w) noexcept {
     const auto widest = static_cast<std::ptrdiff_t>(std::max(w.intermediate, w.shared_intermediate));
-    return {gathered.data(),   gate_up.data(), expert_out.data(), packed_in.data(),
-            packed_act.data(), w.hidden,       2 * widest,        widest};
+    return {gathered.data(), activations.data(), expert_out.data(), packed_in.data(), packed_act.data(), w.hidden,
+            widest};
   }
 
   std::vector<std::int32_t> offsets, pair_token, pair_slot, pair_of;
   std::vector<float> gathered;             ///< [pairs x d] each pair's input row
-  std::vector<float> gate_up;              ///< [pairs x 2h'] gate and up outputs; SwiGLU written over the gate half
+  std::vector<float> activations;          ///< [pairs x h'] SwiGLU activations (the float kernels)
   std::vector<float> expert_out;           ///< [pairs x d] each pair's expert output
   std::vector<work_item> items;            ///< the (group, row block) work items of one projection
   std::vector<expert_job> jobs;            ///< [groups] each group's job in this call
   std::vector<std::int32_t> valid_rank;    ///< [n] a token's index among the valid tokens
   std::vector<std::int32_t> valid_tokens;  ///< [n] the tokens with experts, in order
   std::vector<std::int32_t> token_index;   ///< 0..n-1, what the parallel combine walks
-  std::vector<bfloat16> packed_in;         ///< tile-packed bf16 inputs per group (AMX builds)
-  std::vector<bfloat16> packed_act;        ///< tile-packed bf16 SwiGLU activations per group
+  std::vector<bfloat16> packed_in;         ///< bf16 inputs per group, as rows or tiles (`activation_form`)
+  std::vector<bfloat16> packed_act;        ///< bf16 SwiGLU activations per group, as rows or tiles
+
+  /// Lets calls use kernels up to `level` only (default: the best the CPU runs). Throws
+  /// routing_error naming the level when the CPU does not run it.
+  void force_kernel(isa_level level) {
+    check_runnable(level);
+    kernel_ceiling_ = level;
+  }
+  isa_level kernel_ceiling() const noexcept { return kernel_ceiling_; }
+  /// The kernel the last `moe_forward` with this workspace ran (`portable` before any).
+  isa_level last_kernel() const noexcept { return last_kernel_; }
+  void record_kernel(isa_level level) noexcept { last_kernel_ = level; }
 
  private:
   executor_shape shape_{};
+  isa_level kernel_ceiling_ = isa_level::amx;
+  isa_level last_kernel_ = isa_level::portable;
 };
 
 }  // namespace moe_routing::cpu

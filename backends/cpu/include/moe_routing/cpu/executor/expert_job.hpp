@@ -2,7 +2,7 @@
 /// \file
 /// One expert's share of an executor call, worked out once per call (`gather.hpp`) and read by
 /// every later step: which rows of the per-pair buffers are its tokens', how wide it is, and
-/// whether its projections run on AMX tiles. Also where those rows live (`pair_buffers`),
+/// the form its activations take for its kernel. Also where those rows live (`pair_buffers`),
 /// which matrices are its own (`matrices_of`), and the parallel work item over its rows.
 /// Groups are numbered experts first: group g < E is routed expert g, E + s shared expert s.
 
@@ -15,13 +15,20 @@
 
 namespace moe_routing::cpu {
 
+/// How a group's activations (its inputs and SwiGLU values) are laid out for its kernel.
+enum class activation_form : std::uint8_t {
+  float_rows,  ///< float rows (`gathered`, `activations`): the float kernels
+  bf16_rows,   ///< bfloat16 rows in the packed buffers: the AVX512_BF16 kernel
+  bf16_tiles,  ///< the AMX tiles' packed copies (`amx::packed_index`)
+};
+
 /// One group (routed or shared expert) as the gather, projection and combine steps see it.
 struct expert_job {
-  int width = 0;          ///< its intermediate size h
-  int first_pair = 0;     ///< its first row in the per-pair buffers; its rows are contiguous
-  int pairs = 0;          ///< its tokens (0: inactive, never touched)
-  int packed_first = 0;   ///< its first row in the tile-packed copies (tile groups only)
-  bool on_tiles = false;  ///< whether its projections run on AMX tiles
+  int width = 0;         ///< its intermediate size h
+  int first_pair = 0;    ///< its first row in the per-pair buffers; its rows are contiguous
+  int pairs = 0;         ///< its tokens (0: inactive, never touched)
+  int packed_first = 0;  ///< its first row in the packed bfloat16 buffers (bfloat16 forms only)
+  activation_form form = activation_form::float_rows;
 };
 
 /// A parallel work item: one block of `rows_per_item` output rows of one group's projection.
@@ -64,21 +71,22 @@ expert_matrices<Weight> matrices_of(const expert_weights<Weight>& w, int group) 
   return {routed ? w.gate[group] : w.shared_gate[s], routed ? w.up[group] : w.shared_up[s], down};
 }
 
-/// Where a call's per-pair rows live: float inputs, gate/up outputs (SwiGLU written over the
-/// gate half) and expert outputs, one row per (token, group) pair; and the tile-packed
-/// bfloat16 copies of the inputs and activations (AMX builds). Strides are in elements.
+/// Where a call's per-pair rows live: float inputs, SwiGLU activations and expert outputs, one row per (token, group)
+/// pair; and the bfloat16 copies of the inputs and activations (rows or tiles, the bfloat16 kernels). Strides are in
+/// elements.
 struct pair_buffers {
-  float* gathered = nullptr;    ///< [pairs x hidden]
-  float* gate_up = nullptr;     ///< [pairs x gate_up_stride]
-  float* expert_out = nullptr;  ///< [pairs x hidden]
+  float* gathered = nullptr;     ///< [pairs x hidden]
+  float* activations = nullptr;  ///< [pairs x activation_stride]
+  float* expert_out = nullptr;   ///< [pairs x hidden]
   bfloat16* packed_in = nullptr;
   bfloat16* packed_act = nullptr;
   int hidden = 0;                        ///< d
-  std::ptrdiff_t gate_up_stride = 0;     ///< 2 x the widest group's h
   std::ptrdiff_t activation_stride = 0;  ///< the widest group's h
 
   float* gathered_rows(const expert_job& job) const noexcept { return gathered + row_offset(job.first_pair, hidden); }
-  float* gate_up_rows(const expert_job& job) const noexcept { return gate_up + job.first_pair * gate_up_stride; }
+  float* activation_rows(const expert_job& job) const noexcept {
+    return activations + job.first_pair * activation_stride;
+  }
   float* output_rows(const expert_job& job) const noexcept { return expert_out + row_offset(job.first_pair, hidden); }
   bfloat16* packed_inputs(const expert_job& job) const noexcept {
     return packed_in + row_offset(job.packed_first, hidden);

@@ -38,11 +38,12 @@ inline int list_valid_tokens(const plan_view& plan, int n, executor_workspace& w
 
 /// Fills `ws.jobs[0 .. E + shared)` from the aligned plan (`ws.offsets`, `ws.pair_token`).
 /// Routed expert e's pairs are its aligned pairs; shared expert s's pairs are the valid tokens
-/// (those with experts), after the routed pairs. `tiles`: the call runs on AMX tiles, so a
-/// group whose h is a whole number of tiles is a tile group and gets room in the packed
-/// copies. O(n + groups).
+/// (those with experts), after the routed pairs. `level`: the call's kernel, which sets
+/// each group's activation form (on AMX, tiles for a group whose h is a whole number of
+/// tiles, bfloat16 rows for the others); groups in a bfloat16 form get room in the packed
+/// buffers. O(n + groups).
 template <class Weight>
-void plan_expert_jobs(const plan_view& plan, int n, const expert_weights<Weight>& w, bool tiles,
+void plan_expert_jobs(const plan_view& plan, int n, const expert_weights<Weight>& w, isa_level level,
                       executor_workspace& ws) noexcept {
   // Shared experts: every token with experts (a valid token) is a pair of each of them.
   const int valid = detail::list_valid_tokens(plan, n, ws);
@@ -61,24 +62,37 @@ void plan_expert_jobs(const plan_view& plan, int n, const expert_weights<Weight>
       job.first_pair = routed_pairs + (g - w.experts) * valid;
       job.pairs = valid;
     }
-    job.on_tiles = tiles && job.width % amx::tile_columns == 0;
+    if (level == isa_level::amx) {
+      job.form = job.width % amx::tile_columns == 0 ? activation_form::bf16_tiles : activation_form::bf16_rows;
+    } else {
+      job.form = level == isa_level::avx512_bf16 ? activation_form::bf16_rows : activation_form::float_rows;
+    }
     job.packed_first = packed_first;
-    if (tiles) packed_first += amx::padded_tokens(job.pairs);
+    if (job.form != activation_form::float_rows) packed_first += amx::padded_tokens(job.pairs);
     ws.jobs[static_cast<std::size_t>(g)] = job;
   }
 }
 
 namespace detail {
 
-/// One group's input rows: the packed bfloat16 copy for a tile group, float rows (rounded to
-/// bfloat16 when `round_activations`) for the others.
+/// One group's input rows in its form: the packed copy for a tile group, bfloat16 rows, or
+/// float rows (holding bfloat16 values when `round_activations`).
 inline void gather_group(const float* x, const expert_job& job, const std::int32_t* pair_token,
                          const pair_buffers& buffers, bool round_activations) noexcept {
   const int d = buffers.hidden;
   auto input_of = [&](int p) { return x + static_cast<std::ptrdiff_t>(pair_token[job.first_pair + p]) * d; };
   // Tile groups (whole tiles in both projections) take their inputs as the packed copy only.
-  if (job.pairs > 0 && job.on_tiles) {  // zero past the last pair: the tiles multiply the padding too
+  if (job.pairs > 0 && job.form == activation_form::bf16_tiles) {  // zero past the last pair: the tiles multiply it
     amx::pack_rows(input_of, job.pairs, d, buffers.packed_inputs(job));
+    return;
+  }
+  if (job.form == activation_form::bf16_rows) {
+    bfloat16* rows = buffers.packed_inputs(job);
+    for (int p = 0; p < job.pairs; ++p) {
+      const float* in = input_of(p);
+      bfloat16* row = rows + static_cast<std::ptrdiff_t>(p) * d;
+      for (int c = 0; c < d; ++c) row[c] = to_bfloat16(in[c]);
+    }
     return;
   }
   float* rows = buffers.gathered_rows(job);

@@ -15,8 +15,9 @@
 /// Activations are float32 `[n x d]`; weights float32, bfloat16 or float16. With bfloat16
 /// weights the activations are rounded to bfloat16 before each projection by default (the
 /// products the engines' bf16 GEMMs form; `executor_shape::bf16_activations`), which lets
-/// AMX builds run the projections on tiles (`amx_projection.hpp`); other builds compute the
-/// same products with the vector kernel (`projection_kernel.hpp`).
+/// CPUs with AMX run the projections on tiles (`amx_projection.hpp`) and CPUs with
+/// AVX512_BF16 on vdpbf16ps (`avx512_bf16_projection.hpp`); the kernel is chosen per call at
+/// run time (`kernel_choice.hpp`), whatever the build targets.
 
 #include <execution>
 #include <type_traits>
@@ -44,13 +45,15 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
   MOE_ROUTING_TRY(align_plan(plan, w.experts, alignment));
 
   const bool round_activations = std::is_same_v<Weight, bfloat16> && ws.shape().bf16_activations;
-  const bool tiles = tiles_usable(round_activations, w.hidden);
+  isa_level level = projection_level(ws.kernel_ceiling(), round_activations);
+  if (level == isa_level::amx && w.hidden % amx::tile_columns != 0) level = isa_level::avx512_bf16;  // d in whole tiles
+  ws.record_kernel(level);
   const int groups = w.experts + w.shared_experts;  // routed experts, then shared ones
-  plan_expert_jobs(plan, n, w, tiles, ws);
+  plan_expert_jobs(plan, n, w, level, ws);
   const pair_buffers buffers = ws.buffers_for(w);
   gather_inputs(exec, x, ws, groups, buffers, round_activations);
   with_projection_kernel<Weight>(
-      tiles, [&](auto kernel) { project_experts(kernel, exec, w, ws, groups, buffers, round_activations); });
+      level, [&](auto kernel) { project_experts(kernel, exec, w, ws, groups, buffers, round_activations); });
   combine_outputs(exec, plan, n, w.experts, w.shared_experts, ws, buffers, y);
   return {};
 }

@@ -10,21 +10,19 @@
 #include <cstdint>
 #include <span>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "moe_routing/core/config.hpp"
 #include "moe_routing/core/expert_order.hpp"
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
+#include "moe_routing/cpu/simd/cpu_features.hpp"
+#include "moe_routing/cpu/simd/isa_targets.hpp"
 
 namespace moe_routing::cpu::detail {
 
-/// Bit l set where values[l] > 0, for l < width <= 64.
-inline std::uint64_t positive_bits(const std::int64_t* values, int width) noexcept {
+#if MOE_ROUTING_X86_KERNELS
+/// `positive_bits` on AVX-512.
+MOE_ROUTING_TARGET_AVX512 inline std::uint64_t positive_bits_avx512(const std::int64_t* values, int width) noexcept {
   std::uint64_t bits = 0;
-#if defined(__AVX512F__)
   for (int q = 0; q < width; q += 8) {
     const int left = width - q;
     const auto lanes = static_cast<__mmask8>(left >= 8 ? 0xffu : (1u << left) - 1u);
@@ -32,18 +30,26 @@ inline std::uint64_t positive_bits(const std::int64_t* values, int width) noexce
         _mm512_mask_cmpgt_epi64_mask(lanes, _mm512_maskz_loadu_epi64(lanes, values + q), _mm512_setzero_si512());
     bits |= static_cast<std::uint64_t>(positive) << q;
   }
-#else
-  for (int l = 0; l < width; ++l) bits |= static_cast<std::uint64_t>(values[l] > 0) << l;
+  return bits;
+}
 #endif
+
+/// Bit l set where values[l] > 0, for l < width <= 64.
+inline std::uint64_t positive_bits(const std::int64_t* values, int width) noexcept {
+#if MOE_ROUTING_X86_KERNELS
+  if (cpu_runs(isa_level::avx512)) return positive_bits_avx512(values, width);
+#endif
+  std::uint64_t bits = 0;
+  for (int l = 0; l < width; ++l) bits |= static_cast<std::uint64_t>(values[l] > 0) << l;
   return bits;
 }
 
 MOE_ROUTING_AVX512_WARNINGS_OFF
 
-/// The largest of `keys[0..count)` below `limit` (0 if none); `keys` is padded with zeros
-/// to a whole number of 8-key vectors.
-inline std::uint64_t largest_below(const std::uint64_t* keys, int count, std::uint64_t limit) noexcept {
-#if defined(__AVX512F__)
+#if MOE_ROUTING_X86_KERNELS
+/// `largest_below` on AVX-512.
+MOE_ROUTING_TARGET_AVX512 inline std::uint64_t largest_below_avx512(const std::uint64_t* keys, int count,
+                                                                    std::uint64_t limit) noexcept {
   const __m512i bound = _mm512_set1_epi64(static_cast<long long>(limit));
   __m512i best = _mm512_setzero_si512();
   for (int i = 0; i < count; i += 8) {
@@ -56,21 +62,12 @@ inline std::uint64_t largest_below(const std::uint64_t* keys, int count, std::ui
   best = _mm512_max_epu64(best, _mm512_shuffle_i64x2(best, best, 0xb1));
   best = _mm512_max_epu64(best, _mm512_shuffle_epi32(best, _MM_PERM_BADC));
   return static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(best)));
-#else
-  std::uint64_t best = 0;
-  for (int i = 0; i < count; ++i) best = keys[i] < limit && keys[i] > best ? keys[i] : best;
-  return best;
-#endif
 }
 
-/// The experts of the `needed` largest distinct `keys` (count <= 32, zero-padded to whole
-/// vectors) into `picked` (room for needed + 1), each key's rank counted against all the
-/// others at once: no chain of maxima. Returns false where there is no AVX-512 or more
-/// than 32 keys.
-inline bool rank_packed_masses(const std::uint64_t* keys, int count, const std::int32_t* order, int needed,
-                               std::int32_t* picked) noexcept {
-#if defined(__AVX512F__)
-  if (count > 32) return false;
+/// `rank_packed_masses` on AVX-512 (count <= 32).
+MOE_ROUTING_TARGET_AVX512 inline void rank_packed_masses_avx512(const std::uint64_t* keys, int count,
+                                                                const std::int32_t* order, int needed,
+                                                                std::int32_t* picked) noexcept {
   __m512i key_vectors[4];
   for (int q = 0; q < 4; ++q) key_vectors[q] = q * 8 < count ? _mm512_load_si512(keys + 8 * q) : _mm512_setzero_si512();
   for (int i = 0; i < count; ++i) {
@@ -80,11 +77,34 @@ inline bool rank_packed_masses(const std::uint64_t* keys, int count, const std::
       rank += std::popcount(static_cast<unsigned>(_mm512_cmpgt_epu64_mask(key_vectors[q], key)));
     picked[std::min(rank, needed)] = order[i];  // slot `needed` takes the rest; a minimum, not a branch
   }
-  return true;
-#else
+}
+#endif
+
+/// The largest of `keys[0..count)` below `limit` (0 if none); `keys` is padded with zeros
+/// to a whole number of 8-key vectors.
+inline std::uint64_t largest_below(const std::uint64_t* keys, int count, std::uint64_t limit) noexcept {
+#if MOE_ROUTING_X86_KERNELS
+  if (cpu_runs(isa_level::avx512)) return largest_below_avx512(keys, count, limit);
+#endif
+  std::uint64_t best = 0;
+  for (int i = 0; i < count; ++i) best = keys[i] < limit && keys[i] > best ? keys[i] : best;
+  return best;
+}
+
+/// The experts of the `needed` largest distinct `keys` (count <= 32, zero-padded to whole
+/// vectors) into `picked` (room for needed + 1), each key's rank counted against all the
+/// others at once: no chain of maxima. Returns false where there is no AVX-512 or more
+/// than 32 keys.
+inline bool rank_packed_masses(const std::uint64_t* keys, int count, const std::int32_t* order, int needed,
+                               std::int32_t* picked) noexcept {
+#if MOE_ROUTING_X86_KERNELS
+  if (count <= 32 && cpu_runs(isa_level::avx512)) {
+    rank_packed_masses_avx512(keys, count, order, needed, picked);
+    return true;
+  }
+#endif
   (void)keys, (void)count, (void)order, (void)needed, (void)picked;
   return false;
-#endif
 }
 
 MOE_ROUTING_AVX512_WARNINGS_ON

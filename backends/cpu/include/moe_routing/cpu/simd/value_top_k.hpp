@@ -42,16 +42,13 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#include <immintrin.h>
-#define MOE_ROUTING_VALUE_TOP_K_AVX512 1
-#endif
-
 #include "moe_routing/core/expert_set.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
+#include "moe_routing/cpu/simd/cpu_features.hpp"
+#include "moe_routing/cpu/simd/isa_targets.hpp"
 
 MOE_ROUTING_AVX512_WARNINGS_OFF
 
@@ -60,14 +57,14 @@ namespace moe_routing::cpu {
 /// Above every key (+inf's keys, the largest, have order 0xff800000).
 inline constexpr rank_key no_key_limit = ~rank_key{0};
 
-#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
+#if MOE_ROUTING_X86_KERNELS
 namespace detail {
 
 inline constexpr int value_lanes = 16;
 
 /// The float bits of the selected lanes of 16 scores (others 0; nothing past them is read).
 template <score_element Element>
-inline __m512i load_score_bits(const Element* scores, __mmask16 lanes) noexcept {
+MOE_ROUTING_TARGET_AVX512 inline __m512i load_score_bits(const Element* scores, __mmask16 lanes) noexcept {
   if constexpr (std::is_same_v<Element, float>) {
     return _mm512_maskz_loadu_epi32(lanes, scores);
   } else if constexpr (std::is_same_v<Element, bfloat16>) {
@@ -78,7 +75,7 @@ inline __m512i load_score_bits(const Element* scores, __mmask16 lanes) noexcept 
 }
 
 /// `score_order` of 16 lanes: NaN to 0, -0 onto +0.
-inline __m512i score_orders(__m512i bits) noexcept {
+MOE_ROUTING_TARGET_AVX512 inline __m512i score_orders(__m512i bits) noexcept {
   const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
   const __m512i flip = _mm512_or_si512(_mm512_srai_epi32(bits, 31), sign_bit);
   __m512i order = _mm512_xor_si512(bits, flip);
@@ -91,28 +88,29 @@ inline __m512i score_orders(__m512i bits) noexcept {
 inline constexpr int rank_candidates = 32;
 
 /// The experts of a 16-wide block: those below `experts`, and in `allowed` when given.
-inline __mmask16 block_lanes(int e, int experts, const expert_set* allowed) noexcept {
+MOE_ROUTING_TARGET_AVX512 inline __mmask16 block_lanes(int e, int experts, const expert_set* allowed) noexcept {
   const int left = experts - e;
   auto lanes = static_cast<__mmask16>(left >= value_lanes ? 0xffffu : (1u << left) - 1u);
   if (allowed != nullptr) lanes &= static_cast<__mmask16>(allowed->word(e >> 6) >> (e & 63));
   return lanes;
 }
 
+/// The lanes whose order is strictly above `key`'s: the experts that beat the k-th key.
+MOE_ROUTING_TARGET_AVX512 inline __mmask16 lanes_above(__mmask16 lanes, __m512i orders, rank_key key) noexcept {
+  return _mm512_mask_cmpgt_epu32_mask(lanes, orders, _mm512_set1_epi32(static_cast<int>(key >> 32)));
+}
+
 /// The block scan (see the file comment); any count.
 template <score_element Element>
-int top_k_by_block_scan(const Element* row, int experts, int count, rank_key* top_keys,
-                        const expert_set* allowed) noexcept {
+MOE_ROUTING_TARGET_AVX512 int top_k_by_block_scan(const Element* row, int experts, int count, rank_key* top_keys,
+                                                  const expert_set* allowed) noexcept {
   int filled = 0;
   alignas(64) std::uint32_t lane_orders[value_lanes];
   for (int e = 0; e < experts; e += value_lanes) {
     const __mmask16 lanes = block_lanes(e, experts, allowed);
     if (lanes == 0) continue;
     const __m512i orders = score_orders(load_score_bits(row + e, lanes));
-    const auto beats_kth = [&] {
-      return _mm512_mask_cmpgt_epu32_mask(lanes, orders,
-                                          _mm512_set1_epi32(static_cast<int>(top_keys[count - 1] >> 32)));
-    };
-    auto candidates = filled == count ? beats_kth() : lanes;
+    auto candidates = filled == count ? lanes_above(lanes, orders, top_keys[count - 1]) : lanes;
     if (candidates == 0) continue;
     _mm512_store_si512(lane_orders, orders);
     while (candidates != 0) {
@@ -122,7 +120,7 @@ int top_k_by_block_scan(const Element* row, int experts, int count, rank_key* to
       insert_ranked(top_keys, filled, count, order_rank_key(lane_orders[lane], e + lane));
       // Once full, the block's other lanes are filtered once; later in the block
       // insert_ranked's own compare is cheaper than a vector compare's latency.
-      if (!was_full && filled == count) candidates &= beats_kth();
+      if (!was_full && filled == count) candidates &= lanes_above(lanes, orders, top_keys[count - 1]);
     }
   }
   return filled;
@@ -130,7 +128,7 @@ int top_k_by_block_scan(const Element* row, int experts, int count, rank_key* to
 
 /// The count-th largest of 16 lane maxima (count <= 16), in every lane: a lower bound of
 /// the count-th largest order among the values the maxima were taken over.
-inline __m512i bound_of_lane_maxima(__m512i lane_max, int count) noexcept {
+MOE_ROUTING_TARGET_AVX512 inline __m512i bound_of_lane_maxima(__m512i lane_max, int count) noexcept {
   const __m512i one = _mm512_set1_epi32(1);
   __m512i above = _mm512_setzero_si512();  // per lane: how many lane maxima exceed it
   __m512i other = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -145,7 +143,8 @@ inline __m512i bound_of_lane_maxima(__m512i lane_max, int count) noexcept {
 
 /// Step 1 of the file comment: the lower bound of the count-th largest order.
 template <score_element Element>
-__m512i order_bound(const Element* row, int experts, int count, const expert_set* allowed) noexcept {
+MOE_ROUTING_TARGET_AVX512 __m512i order_bound(const Element* row, int experts, int count,
+                                              const expert_set* allowed) noexcept {
   // Lane maxima; lanes without an expert keep 0, which only lowers the bound.
   __m512i lane_max = _mm512_setzero_si512();
   for (int e = 0; e < experts; e += value_lanes) {
@@ -160,7 +159,7 @@ __m512i order_bound(const Element* row, int experts, int count, const expert_set
 /// expert (ties to the lower one) replaces those bits and the keys are distinct; float
 /// orders are kept whole, plus one, and may tie.
 template <score_element Element>
-__m512i short_keys(__m512i orders, __m512i experts) noexcept {
+MOE_ROUTING_TARGET_AVX512 __m512i short_keys(__m512i orders, __m512i experts) noexcept {
   if constexpr (std::is_same_v<Element, float>) {
     return _mm512_add_epi32(orders, _mm512_set1_epi32(1));
   } else {
@@ -174,8 +173,8 @@ __m512i short_keys(__m512i orders, __m512i experts) noexcept {
 /// (room for `rank_candidates + value_lanes`). Stops early once more than
 /// `rank_candidates` are found; returns how many.
 template <score_element Element>
-int collect_candidates(const Element* row, int experts, const expert_set* allowed, __m512i bound, std::uint32_t* orders,
-                       std::uint32_t* ids) noexcept {
+MOE_ROUTING_TARGET_AVX512 int collect_candidates(const Element* row, int experts, const expert_set* allowed,
+                                                 __m512i bound, std::uint32_t* orders, std::uint32_t* ids) noexcept {
   const __m512i lane_index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int found = 0;
   for (int e = 0; e < experts && found <= rank_candidates; e += value_lanes) {
@@ -195,7 +194,8 @@ int collect_candidates(const Element* row, int experts, const expert_set* allowe
 
 /// The `lanes` whose keys (`order`, `id`) are below `below`: a lower order, or the same
 /// order and a higher expert (a lower low half).
-inline __mmask16 below_lanes(__mmask16 lanes, __m512i order, __m512i id, rank_key below) noexcept {
+MOE_ROUTING_TARGET_AVX512 inline __mmask16 below_lanes(__mmask16 lanes, __m512i order, __m512i id,
+                                                       rank_key below) noexcept {
   const __m512i below_order = _mm512_set1_epi32(static_cast<int>(below >> 32));
   const __m512i below_low = _mm512_set1_epi32(static_cast<int>(below & 0xffffffffu));
   const __m512i low = _mm512_sub_epi32(_mm512_set1_epi32(-1), id);
@@ -205,8 +205,8 @@ inline __mmask16 below_lanes(__mmask16 lanes, __m512i order, __m512i id, rank_ke
 
 /// The candidates whose keys are below `below`, inserted one by one: the exact path where
 /// the branch-free ranking cannot run (tied float keys, count > 16 over a long list).
-inline int insert_below(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count, rank_key below,
-                        rank_key* top_keys) noexcept {
+MOE_ROUTING_TARGET_AVX512 inline int insert_below(const std::uint32_t* orders, const std::uint32_t* ids, int found,
+                                                  int count, rank_key below, rank_key* top_keys) noexcept {
   int filled = 0;
   for (int c = 0; c < found; ++c) {
     const rank_key key = order_rank_key(orders[c], static_cast<int>(ids[c]));
@@ -219,8 +219,8 @@ inline int insert_below(const std::uint32_t* orders, const std::uint32_t* ids, i
 /// below `below`, on their short keys (0 for the others). Returns how many it placed, or
 /// -1, having written nothing, when float keys tie.
 template <int Vectors, score_element Element>
-int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count, rank_key below,
-                  rank_key* top_keys) noexcept {
+MOE_ROUTING_TARGET_AVX512 int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count,
+                                            rank_key below, rank_key* top_keys) noexcept {
   alignas(64) std::uint32_t keys[value_lanes * Vectors];
   __m512i key_vectors[Vectors];
   int kept = 0;
@@ -264,8 +264,8 @@ int place_by_rank(const std::uint32_t* orders, const std::uint32_t* ids, int fou
 /// Step 3 for `found <= rank_candidates` candidates (`orders` and `ids` readable up to
 /// 32), with as few registers as they need; tied float keys are inserted one by one.
 template <score_element Element>
-int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids, int found, int count, rank_key below,
-                          rank_key* top_keys) noexcept {
+MOE_ROUTING_TARGET_AVX512 int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids, int found,
+                                                    int count, rank_key below, rank_key* top_keys) noexcept {
   static_assert(rank_candidates == 2 * value_lanes);
   const int placed = found <= value_lanes ? place_by_rank<1, Element>(orders, ids, found, count, below, top_keys)
                                           : place_by_rank<2, Element>(orders, ids, found, count, below, top_keys);
@@ -275,7 +275,8 @@ int rank_candidates_found(const std::uint32_t* orders, const std::uint32_t* ids,
 /// Steps 1 to 3 of the file comment (count <= 16). Returns -1, having written nothing,
 /// when more than `rank_candidates` experts reach the bound.
 template <score_element Element>
-int top_k_by_bound(const Element* row, int experts, int count, rank_key* top_keys, const expert_set* allowed) noexcept {
+MOE_ROUTING_TARGET_AVX512 int top_k_by_bound(const Element* row, int experts, int count, rank_key* top_keys,
+                                             const expert_set* allowed) noexcept {
   // A subset this small is all candidates: no bound needed.
   const bool small_subset = allowed != nullptr && allowed->size() <= rank_candidates;
   const __m512i bound = small_subset ? _mm512_setzero_si512() : order_bound(row, experts, count, allowed);
@@ -292,6 +293,68 @@ int top_k_by_bound(const Element* row, int experts, int count, rank_key* top_key
 /// The most experts `top_k_of_listed` takes.
 inline constexpr int max_listed = 64;
 
+#if MOE_ROUTING_X86_KERNELS
+namespace detail {
+
+/// `top_k_of_listed` on AVX-512 (see there).
+template <score_element Element>
+MOE_ROUTING_TARGET_AVX512 int top_k_of_listed_avx512(const Element* row, const std::int32_t* listed, int listed_count,
+                                                     int count, rank_key* top_keys, rank_key below) noexcept {
+  alignas(64) Element scores[max_listed];
+  for (int j = 0; j < listed_count; ++j) scores[j] = row[listed[j]];
+  alignas(64) std::uint32_t orders[max_listed] = {};
+  alignas(64) std::uint32_t ids[max_listed] = {};
+  for (int first = 0; first < listed_count; first += value_lanes) {
+    const __mmask16 lanes = block_lanes(first, listed_count, nullptr);
+    _mm512_store_si512(orders + first, score_orders(load_score_bits(scores + first, lanes)));
+    _mm512_store_si512(ids + first, _mm512_maskz_loadu_epi32(lanes, listed + first));
+  }
+  if (listed_count <= rank_candidates) {
+    return rank_candidates_found<Element>(orders, ids, listed_count, count, below, top_keys);
+  }
+  if (count <= value_lanes) {
+    // Over the experts below `below` only: the others would raise the bound.
+    __mmask16 wanted[max_listed / value_lanes];
+    __m512i lane_max = _mm512_setzero_si512();
+    for (int v = 0; v * value_lanes < listed_count; ++v) {
+      const __m512i order = _mm512_load_si512(orders + v * value_lanes);
+      wanted[v] = below_lanes(block_lanes(v * value_lanes, listed_count, nullptr), order,
+                              _mm512_load_si512(ids + v * value_lanes), below);
+      lane_max = _mm512_mask_max_epu32(lane_max, wanted[v], lane_max, order);
+    }
+    const __m512i bound = bound_of_lane_maxima(lane_max, count);
+    alignas(64) std::uint32_t candidate_orders[rank_candidates + value_lanes] = {};
+    alignas(64) std::uint32_t candidate_ids[rank_candidates + value_lanes] = {};
+    int found = 0;
+    for (int v = 0; v * value_lanes < listed_count && found <= rank_candidates; ++v) {
+      const __m512i order = _mm512_load_si512(orders + v * value_lanes);
+      const __mmask16 reach = _mm512_mask_cmpge_epu32_mask(wanted[v], order, bound);
+      _mm512_storeu_si512(candidate_orders + found, _mm512_maskz_compress_epi32(reach, order));
+      _mm512_storeu_si512(candidate_ids + found,
+                          _mm512_maskz_compress_epi32(reach, _mm512_load_si512(ids + v * value_lanes)));
+      found += std::popcount(static_cast<unsigned>(reach));
+    }
+    if (found <= rank_candidates) {
+      return rank_candidates_found<Element>(candidate_orders, candidate_ids, found, count, below, top_keys);
+    }
+  }
+  return insert_below(orders, ids, listed_count, count, below, top_keys);  // count > 16, or many ties
+}
+
+/// `top_k_of_values` on AVX-512 (see there).
+template <score_element Element>
+MOE_ROUTING_TARGET_AVX512 int top_k_of_values_avx512(const Element* row, int experts, int count, rank_key* top_keys,
+                                                     const expert_set* allowed) noexcept {
+  if (count <= value_lanes) {
+    const int kept = top_k_by_bound(row, experts, count, top_keys, allowed);
+    if (kept >= 0) return kept;
+  }
+  return top_k_by_block_scan(row, experts, count, top_keys, allowed);
+}
+
+}  // namespace detail
+#endif
+
 /// `top_k_of_values` among the `listed` experts (ascending, at most `max_listed`) whose keys
 /// are below `below`: refine's search of a small S that every token of the batch shares,
 /// past the token's own top-k. Reads only the listed scores, then ranks them without
@@ -300,54 +363,16 @@ inline constexpr int max_listed = 64;
 template <score_element Element>
 inline int top_k_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
                            rank_key* top_keys, rank_key below = no_key_limit) noexcept {
-#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
-  alignas(64) Element scores[max_listed];
-  for (int j = 0; j < listed_count; ++j) scores[j] = row[listed[j]];
-  alignas(64) std::uint32_t orders[max_listed] = {};
-  alignas(64) std::uint32_t ids[max_listed] = {};
-  for (int first = 0; first < listed_count; first += detail::value_lanes) {
-    const __mmask16 lanes = detail::block_lanes(first, listed_count, nullptr);
-    _mm512_store_si512(orders + first, detail::score_orders(detail::load_score_bits(scores + first, lanes)));
-    _mm512_store_si512(ids + first, _mm512_maskz_loadu_epi32(lanes, listed + first));
-  }
-  if (listed_count <= detail::rank_candidates) {
-    return detail::rank_candidates_found<Element>(orders, ids, listed_count, count, below, top_keys);
-  }
-  if (count <= detail::value_lanes) {
-    // Over the experts below `below` only: the others would raise the bound.
-    __mmask16 wanted[max_listed / detail::value_lanes];
-    __m512i lane_max = _mm512_setzero_si512();
-    for (int v = 0; v * detail::value_lanes < listed_count; ++v) {
-      const __m512i order = _mm512_load_si512(orders + v * detail::value_lanes);
-      wanted[v] = detail::below_lanes(detail::block_lanes(v * detail::value_lanes, listed_count, nullptr), order,
-                                      _mm512_load_si512(ids + v * detail::value_lanes), below);
-      lane_max = _mm512_mask_max_epu32(lane_max, wanted[v], lane_max, order);
-    }
-    const __m512i bound = detail::bound_of_lane_maxima(lane_max, count);
-    alignas(64) std::uint32_t candidate_orders[detail::rank_candidates + detail::value_lanes] = {};
-    alignas(64) std::uint32_t candidate_ids[detail::rank_candidates + detail::value_lanes] = {};
-    int found = 0;
-    for (int v = 0; v * detail::value_lanes < listed_count && found <= detail::rank_candidates; ++v) {
-      const __m512i order = _mm512_load_si512(orders + v * detail::value_lanes);
-      const __mmask16 reach = _mm512_mask_cmpge_epu32_mask(wanted[v], order, bound);
-      _mm512_storeu_si512(candidate_orders + found, _mm512_maskz_compress_epi32(reach, order));
-      _mm512_storeu_si512(candidate_ids + found,
-                          _mm512_maskz_compress_epi32(reach, _mm512_load_si512(ids + v * detail::value_lanes)));
-      found += std::popcount(static_cast<unsigned>(reach));
-    }
-    if (found <= detail::rank_candidates) {
-      return detail::rank_candidates_found<Element>(candidate_orders, candidate_ids, found, count, below, top_keys);
-    }
-  }
-  return detail::insert_below(orders, ids, listed_count, count, below, top_keys);  // count > 16, or many ties
-#else
+#if MOE_ROUTING_X86_KERNELS
+  if (cpu_runs(isa_level::avx512))
+    return detail::top_k_of_listed_avx512(row, listed, listed_count, count, top_keys, below);
+#endif
   int filled = 0;
   for (int j = 0; j < listed_count; ++j) {
     const rank_key key = make_rank_key(to_float(row[listed[j]]), listed[j]);
     if (key < below) insert_ranked(top_keys, filled, count, key);
   }
   return filled;
-#endif
 }
 
 /// Writes the best `count` keys of `row` (ranked by value, `make_rank_key`) among the
@@ -356,13 +381,9 @@ inline int top_k_of_listed(const Element* row, const std::int32_t* listed, int l
 template <score_element Element>
 inline int top_k_of_values(const Element* row, int experts, int count, rank_key* top_keys,
                            const expert_set* allowed = nullptr) noexcept {
-#if defined(MOE_ROUTING_VALUE_TOP_K_AVX512)
-  if (count <= detail::value_lanes) {
-    const int kept = detail::top_k_by_bound(row, experts, count, top_keys, allowed);
-    if (kept >= 0) return kept;
-  }
-  return detail::top_k_by_block_scan(row, experts, count, top_keys, allowed);
-#else
+#if MOE_ROUTING_X86_KERNELS
+  if (cpu_runs(isa_level::avx512)) return detail::top_k_of_values_avx512(row, experts, count, top_keys, allowed);
+#endif
   if (allowed == nullptr) {
     top_k_of_values_by_insertion(row, experts, count, top_keys);
     return count;
@@ -372,7 +393,6 @@ inline int top_k_of_values(const Element* row, int experts, int count, rank_key*
     if (e < experts) insert_ranked(top_keys, filled, count, make_rank_key(to_float(row[e]), e));
   });
   return filled;
-#endif
 }
 
 }  // namespace moe_routing::cpu

@@ -140,9 +140,24 @@ static __global__ void combine_kernel(const float* out, int d, plan_view plan, c
 template <score_element Weight>
 class executor_workspace {
  public:
-  /// Throws routing_error naming the size when one is out of range, before allocating.
+  /// Throws routing_error naming the size when one is out of range, before allocating; a
+  /// failed allocation throws too, after freeing what was allocated before it.
   explicit executor_workspace(const executor_shape& shape) : shape_(shape) {
     throw_if_failed(validate_executor_shape(shape));
+    try {
+      allocate_all();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  executor_workspace(const executor_workspace&) = delete;
+  executor_workspace& operator=(const executor_workspace&) = delete;
+  ~executor_workspace() { release(); }
+
+ private:
+  void allocate_all() {
+    const executor_shape& shape = shape_;
     const auto n = static_cast<std::size_t>(shape.max_tokens > 0 ? shape.max_tokens : 1);
     const auto rows = n * static_cast<std::size_t>(shape.top_k + shape.shared_experts);
     const int shared_h = shape.shared_intermediate > 0 ? shape.shared_intermediate : shape.intermediate;
@@ -162,17 +177,18 @@ class executor_workspace {
     host_offsets_.resize(static_cast<std::size_t>(shape.experts) + 1);
     throw_if_failed(detail::cublas_status(cublasCreate(&handle_), "cublasCreate"));
   }
-  executor_workspace(const executor_workspace&) = delete;
-  executor_workspace& operator=(const executor_workspace&) = delete;
-  ~executor_workspace() {
-    cublasDestroy(handle_);
+  /// Frees whatever is allocated (null pointers are skipped).
+  void release() noexcept {
+    if (handle_ != nullptr) cublasDestroy(handle_);
+    handle_ = nullptr;
     for (void* p : {static_cast<void*>(counts_), static_cast<void*>(offsets_), static_cast<void*>(cursor_),
                     static_cast<void*>(row_of_slot_), static_cast<void*>(rows_), static_cast<void*>(gate_up_),
                     static_cast<void*>(act_), static_cast<void*>(out_), scan_storage_}) {
-      cudaFree(p);
+      if (p != nullptr) cudaFree(p);
     }
   }
 
+ public:
   const executor_shape& shape() const noexcept { return shape_; }
 
   // The buffers, for moe_forward.
@@ -245,6 +261,9 @@ template <score_element Weight>
                 "max_rows_per_token - max_top_k", detail::max_rows_per_token - max_top_k);
   }
   if (n == 0) return {};
+  // An error an earlier, unrelated call left (peeked, so it stays for its owner): without
+  // this, the first cudaGetLastError below would report it as this call's.
+  MOE_ROUTING_CUDA_TRY(cudaPeekAtLastError());
   const int d = w.hidden, h = w.intermediate, experts = w.experts;
   const int shared_h = w.shared_intermediate > 0 ? w.shared_intermediate : h;
   const bool fused = w.layout == projection_layout::fused_gate_up;

@@ -34,8 +34,14 @@ struct route_call {
   scoring_needs needs;
 };
 
-inline constexpr int block_threads = 1024;
+inline constexpr int block_threads = stage_block_threads;
 inline constexpr int token_block_threads = 256;
+/// Tuning data: shared memory for row slices. The fused kernel gets what its 48 KiB of
+/// static shared memory leaves beside `block_sets` (all 32 warps hold rows up to E = 248,
+/// 31 at E = 256, 16 at E = 512, 8 at E = 1024); the per-token kernels one slice of
+/// E = 1024 per warp.
+inline constexpr int fused_row_words = 8960;
+inline constexpr int token_row_words = token_block_threads / warp_lanes * (max_experts + group_words);
 
 /// Writes a token's topk_i (ids in rank order, their p and input values) with its sparse
 /// gates, and adds its share of the sparse column mass and votes. Every lane calls it.
@@ -65,45 +71,44 @@ __device__ void record_top_k(const Call& c, int token, const std::int32_t* ids, 
 /// Scores a valid token's row into `row`, stores its statistics, and adds its dense mass
 /// when the policy reads it. Every lane calls it.
 template <class Call>
-__device__ void score_valid_row(const Call& c, int token, lane_row& row) {
+__device__ row_stats score_valid_row(const Call& c, int token, const warp_row& row) {
   const bool top_k_only = c.needs.top_k_only && c.batch.softmax_by_logits();
-  const row_stats stats = score_row_on_warp(c.batch, token, top_k_only, row);
+  const bool dense = c.needs.column_mass && c.needs.dense_mass;
+  const row_stats stats = score_row_on_warp(c.batch, token, top_k_only, row, dense ? c.ws.dense_mass : nullptr);
   if (lane_id() == 0) c.ws.stats[token] = stats;
-  if (c.needs.column_mass && c.needs.dense_mass) {
-    for (int i = 0; i < row.count; ++i) {
-      atomicAdd(reinterpret_cast<unsigned long long*>(c.ws.dense_mass + lane_id() + i * warp_lanes),
-                static_cast<unsigned long long>(to_fixed_mass(row.p[i])));
-    }
-  }
+  return stats;
 }
 
 /// Scoring pass of one token (SPEC sections 1-2): topk_i with p and sparse gates by warp
 /// selection, the row statistics, and the token's share of the column masses and votes.
+/// p of the winners is recomputed from their input by `probability_of`, the function that
+/// scored them: the same bits.
 template <class Call>
-__device__ void score_token(const Call& c, int token, lane_row& row) {
+__device__ void score_token(const Call& c, int token, const warp_row& row) {
   if (lane_id() == 0) c.ws.depth[token] = 0;
   if (!c.batch.is_valid(token)) return;
-  score_valid_row(c, token, row);
+  const row_stats stats = score_valid_row(c, token, row);
+  const auto* input = c.batch.scores.row(token);
   std::int32_t ids[max_top_k];
   float top_p[max_top_k], top_x[max_top_k];
   rank_key below = ~rank_key{0};
   for (int j = 0; j < c.plan.top_k; ++j) {
-    below = next_key_below(row, below, [](int) { return true; });
+    below = next_key_below(row, c.batch.experts(), below, [](int) { return true; });
     ids[j] = expert_of(below);
-    top_p[j] = owner_value(row.p, row.count, ids[j]);
-    top_x[j] = owner_value(row.x, row.count, ids[j]);
+    top_x[j] = to_float(input[ids[j]]);
+    top_p[j] = probability_of(c.batch.mode, top_x[j], stats);
   }
   record_top_k(c, token, ids, top_p, top_x);
 }
 
 /// The key of rank `rank - 1` among the row's keys (they are distinct): the largest v
 /// with at least `rank` keys >= v, found bit by bit.
-__device__ inline rank_key kth_largest_key(const lane_row& row, int rank) {
+__device__ inline rank_key kth_largest_key(const warp_row& row, int experts, int rank) {
   rank_key result = 0;
   for (int bit = 63; bit >= 0; --bit) {
     const rank_key candidate = result | (rank_key{1} << bit);
     int count = 0;
-    for (int i = 0; i < row.count; ++i) count += row.keys[i] >= candidate ? 1 : 0;
+    for (int e = lane_id(); e < experts; e += warp_lanes) count += row.key(e) >= candidate ? 1 : 0;
     for (int offset = warp_lanes / 2; offset > 0; offset /= 2) count += __shfl_xor_sync(full_warp, count, offset);
     if (count >= rank) result = candidate;
   }
@@ -127,30 +132,24 @@ __device__ void write_invalid_row(const Call& c, int token) {
 /// refine's search of S past a token's stored top-k: the row ranked again, then its best
 /// `k` members of S below `max_rank`, else S's best member alone; ids and p. Returns the count.
 template <class Call>
-__device__ int search_past_top_k(const Call& c, const std::uint32_t* selected, int token, lane_row& row,
+__device__ int search_past_top_k(const Call& c, const std::uint32_t* selected, int token, const warp_row& row,
                                  std::int32_t* ids, float* p) {
-  const int lane = lane_id();
   const int experts = c.batch.experts();
   const int k = c.assignment.effective_k(c.plan.top_k);
   const int max_rank = c.assignment.rank_limit(experts);
   const auto* input = c.batch.scores.row(token);
-  if (c.batch.ranks_by_input() && !c.batch.groups.enabled()) {
-    row.count = 0;
-    for (int e = lane; e < experts; e += warp_lanes) row.keys[row.count++] = make_rank_key(to_float(input[e]), e);
-  } else {
-    (void)score_row_on_warp(c.batch, token, false, row);
-  }
-  const rank_key threshold = max_rank < experts ? kth_largest_key(row, max_rank) : 0;
-  const auto in_s = [&](int slot) { return has(selected, lane + slot * warp_lanes); };
+  rank_row_on_warp(c.batch, token, row);
+  const rank_key threshold = max_rank < experts ? kth_largest_key(row, experts, max_rank) : 0;
+  const auto in_s = [&](int e) { return has(selected, e); };
   int count = 0;
   rank_key below = ~rank_key{0};
   for (int j = 0; j < k; ++j) {
-    below = next_key_below(row, below, [&](int slot) { return in_s(slot) && row.keys[slot] >= threshold; });
+    below = next_key_below(row, experts, below, [&](int e) { return in_s(e) && row.key(e) >= threshold; });
     if (below == 0) break;
     ids[count++] = expert_of(below);
   }
   if (count == 0) {
-    const rank_key best = next_key_below(row, ~rank_key{0}, in_s);
+    const rank_key best = next_key_below(row, experts, ~rank_key{0}, in_s);
     if (best != 0) ids[count++] = expert_of(best);
   }
   for (int j = 0; j < count; ++j) p[j] = probability_of(c.batch.mode, to_float(input[ids[j]]), c.ws.stats[token]);
@@ -160,7 +159,7 @@ __device__ int search_past_top_k(const Call& c, const std::uint32_t* selected, i
 /// `refine` for one token (SPEC section 3): A_i, its weights and its padding. Every lane
 /// calls it; every lane computes the same A_i, so the branches are uniform.
 template <class Call>
-__device__ void assign_token(const Call& c, const std::uint32_t* selected, int token, lane_row& row) {
+__device__ void assign_token(const Call& c, const std::uint32_t* selected, int token, const warp_row& row) {
   if (!c.batch.is_valid(token)) {
     write_invalid_row(c, token);
     return;
@@ -207,28 +206,36 @@ __device__ void clear_accumulators(const Call& c, bool workspace_too) {
   }
 }
 
-/// Checks the optional arrays the host could not read; on failure records which and
-/// returns false (the stages then leave S empty and every row empty). One block.
+/// Whether entry r of the segments (0 <= r <= R) breaks `check_segments`'s rules: offsets
+/// start at 0, never decrease, and end at n. Each entry is checked on its own, so a block
+/// checks them all in parallel.
+__device__ inline bool bad_segment_entry(const std::int32_t* segments, int requests, int tokens, int r) {
+  if (r == 0 && segments[0] != 0) return true;
+  if (r < requests && segments[r + 1] < segments[r]) return true;
+  return r == requests && segments[requests] != tokens;
+}
+
+/// Checks the optional arrays the host could not read, every thread of the block a share;
+/// on failure records which and returns false (the stages then leave S empty and every row
+/// empty). One block.
 template <class Call>
-__device__ bool inputs_valid(const Call& c, block_sets& sh) {
+__device__ bool inputs_valid(const Call& c) {
   const auto& batch = c.batch;
-  if (threadIdx.x == 0) {
-    sh.flag = no_input_error;
-    if (batch.segments != nullptr &&
-        check_segments(batch.segments, batch.request_count, batch.tokens()).fault != segments_fault::none) {
-      sh.flag = bad_segments;
+  bool segments_bad = false, placement_bad = false;
+  if (batch.segments != nullptr) {
+    for (int r = static_cast<int>(threadIdx.x); r <= batch.request_count; r += blockDim.x) {
+      segments_bad = segments_bad || bad_segment_entry(batch.segments, batch.request_count, batch.tokens(), r);
     }
   }
-  __syncthreads();
   if (batch.placement != nullptr) {
     for (int e = static_cast<int>(threadIdx.x); e < batch.experts(); e += blockDim.x) {
-      if (!is_device_of_placement(batch.placement[e], batch.device_count)) atomicCAS(&sh.flag, 0, bad_placement);
+      placement_bad = placement_bad || !is_device_of_placement(batch.placement[e], batch.device_count);
     }
   }
-  __syncthreads();
-  const int error = sh.flag;
+  segments_bad = __syncthreads_or(segments_bad) != 0;
+  placement_bad = __syncthreads_or(placement_bad) != 0;
+  const int error = segments_bad ? bad_segments : placement_bad ? bad_placement : no_input_error;
   if (threadIdx.x == 0 && error != no_input_error) *c.ws.error = error;
-  __syncthreads();
   return error == no_input_error;
 }
 
@@ -280,7 +287,7 @@ __device__ inline int warp_index() { return static_cast<int>(threadIdx.x) / warp
 /// S in `sh.selected`: the set stages in order, or empty when an input array is bad.
 template <class Call>
 __device__ void select_experts(const Call& c, block_sets& sh) {
-  if (inputs_valid(c, sh)) {
+  if (inputs_valid(c)) {
     block_stage_context<typename Call::element> context(c.batch, c.ws, c.plan.top_k, sh);
     run_set_stages(c.program, c.as_vanilla, context);
     return;
@@ -290,42 +297,62 @@ __device__ void select_experts(const Call& c, block_sets& sh) {
 }
 
 /// Decode path: the whole call in one block of `block_threads`, one launch, no memset.
+/// Decode path: the whole call in one block of `block_threads`, one launch, no memset.
+/// Rows are scored and assigned by the warps that get a row slice (`fused_row_words`).
 template <class Call>
 __global__ void __launch_bounds__(block_threads) fused_route_kernel(const Call c) {
   __shared__ block_sets sh;
-  lane_row row;
-  const int warps = static_cast<int>(blockDim.x) / warp_lanes;
+  __shared__ row_slices<fused_row_words> rows;
+  const int experts = c.batch.experts();
+  const int warps = row_slices<fused_row_words>::warps_with_rows(static_cast<int>(blockDim.x) / warp_lanes, experts);
+  const warp_row row = rows.row_of(warp_index() < warps ? warp_index() : 0, experts);
   clear_accumulators(c, true);
   __syncthreads();
-  for (int token = warp_index(); token < c.batch.tokens(); token += warps) score_token(c, token, row);
+  if (warp_index() < warps) {
+    for (int token = warp_index(); token < c.batch.tokens(); token += warps) score_token(c, token, row);
+  }
   __threadfence_block();
   __syncthreads();
   select_experts(c, sh);
-  for (int token = warp_index(); token < c.batch.tokens(); token += warps) assign_token(c, sh.selected, token, row);
+  if (warp_index() < warps) {
+    for (int token = warp_index(); token < c.batch.tokens(); token += warps) assign_token(c, sh.selected, token, row);
+  }
   __syncthreads();
   finish_plan(c, sh.selected, sh);
+}
+
+/// The row slice of this warp in a per-token kernel (every warp gets one).
+__device__ inline warp_row token_row(row_slices<token_row_words>& rows, int experts) {
+  return rows.row_of(warp_index(), experts);
 }
 
 /// Large-batch path, step 1: one warp per token.
 template <class Call>
 __global__ void __launch_bounds__(token_block_threads) score_kernel(const Call c) {
-  lane_row row;
+  __shared__ row_slices<token_row_words> rows;
   const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
-  if (token < c.batch.tokens()) score_token(c, token, row);
+  if (token < c.batch.tokens()) score_token(c, token, token_row(rows, c.batch.experts()));
 }
 
 /// Segmented-sort path, step 1a: one warp per token scores its row and writes all E rank
-/// keys (a segment of `keys`) for `cub::DeviceSegmentedSort`.
+/// keys (a segment of `keys`) for the segmented radix sort. A masked row's segment is
+/// sorted but never read; it gets keys all the same (order 0), so the sort reads no
+/// uninitialised memory.
 template <class Call>
 __global__ void __launch_bounds__(token_block_threads) row_keys_kernel(const Call c, rank_key* keys) {
-  lane_row row;
+  __shared__ row_slices<token_row_words> rows;
   const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
   if (token >= c.batch.tokens()) return;
+  const int experts = c.batch.experts();
+  rank_key* out = keys + static_cast<std::size_t>(token) * experts;
   if (lane_id() == 0) c.ws.depth[token] = 0;
-  if (!c.batch.is_valid(token)) return;  // its segment is sorted but never read
-  score_valid_row(c, token, row);
-  rank_key* out = keys + static_cast<std::size_t>(token) * c.batch.experts();
-  for (int i = 0; i < row.count; ++i) out[lane_id() + i * warp_lanes] = row.keys[i];
+  if (!c.batch.is_valid(token)) {
+    for (int e = lane_id(); e < experts; e += warp_lanes) out[e] = order_rank_key(0, e);
+    return;
+  }
+  const warp_row row = token_row(rows, experts);
+  (void)score_valid_row(c, token, row);
+  for (int e = lane_id(); e < experts; e += warp_lanes) out[e] = row.key(e);
 }
 
 /// Step 1b (after the sort): topk_i is the first k keys of each sorted segment.
@@ -357,9 +384,9 @@ __global__ void __launch_bounds__(block_threads) select_kernel(const Call c) {
 /// Step 3: one warp per token.
 template <class Call>
 __global__ void __launch_bounds__(token_block_threads) assign_kernel(const Call c) {
-  lane_row row;
+  __shared__ row_slices<token_row_words> rows;
   const int token = static_cast<int>(blockIdx.x) * (token_block_threads / warp_lanes) + warp_index();
-  if (token < c.batch.tokens()) assign_token(c, c.ws.selected, token, row);
+  if (token < c.batch.tokens()) assign_token(c, c.ws.selected, token, token_row(rows, c.batch.experts()));
 }
 
 /// Step 4: the summary, on one block.

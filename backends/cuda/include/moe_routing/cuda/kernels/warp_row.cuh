@@ -1,25 +1,31 @@
 #pragma once
 /// \file
-/// One router row on one warp: lane l holds experts l, l + 32, ... (at most 32 each, as
-/// E <= 1024). Scores the row with the very formulas of `score_row.hpp`, applies the
-/// group limit, and selects ranks by repeated warp maxima of the rank keys. Sums that
-/// the CPU makes serially (softmax denominator, candidate total) are warp reductions
-/// here, so p may differ from the CPU's in the last bits (SPEC preamble). Ranks use rank
-/// keys of the input values, exact on both backends, except in rows with a bias, which
-/// rank by s = p + bias and so share p's last bits.
+/// One router row on one warp: lane l handles experts l, l + 32, ... (E <= 1024). The row's
+/// rank orders live in a slice of shared memory that the warp owns (`warp_row`), one 32-bit
+/// `score_order` per expert, so nothing is held in per-lane arrays indexed at run time (those
+/// go to local memory and need more than the default stack). The row is scored with the very
+/// formulas of `score_row.hpp`; p is recomputed from the input where it is read again (the
+/// same `probability_of`, so the same bits). The sums that only scale weights (softmax
+/// denominator, candidate total) are `weight_sum`s, lane partials merged by a warp tree: the
+/// same float as the CPU's serial sum or one rounding step away. Ranks use rank keys of the
+/// input values, exact on both backends, except in rows with a bias, which rank by
+/// s = p + bias and so share p's last bits.
 
 #include <cmath>
 #include <cstdint>
 
 #include "moe_routing/core/batch.hpp"
+#include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
+#include "moe_routing/core/weight_sum.hpp"
 
 namespace moe_routing::cuda::detail {
 
 inline constexpr unsigned full_warp = 0xffffffffu;
 inline constexpr int warp_lanes = 32;
-inline constexpr int experts_per_lane = max_experts / warp_lanes;
+/// 32-bit words a warp's row slice holds besides the E orders: the kept-group bits.
+inline constexpr int group_words = max_experts / warp_lanes;
 
 __device__ inline int lane_id() { return static_cast<int>(threadIdx.x) & (warp_lanes - 1); }
 
@@ -36,6 +42,16 @@ __device__ inline float warp_sum(float value) {
   return value;
 }
 
+/// The lanes' partial weight sums merged (every lane gets the total).
+__device__ inline weight_sum warp_merge(weight_sum sum) {
+  for (int offset = warp_lanes / 2; offset > 0; offset /= 2) {
+    weight_sum other;
+    other.value = __shfl_xor_sync(full_warp, sum.value, offset);
+    sum.merge(other);
+  }
+  return sum;
+}
+
 __device__ inline float warp_max_ignoring_nan(float value) {
   for (int offset = warp_lanes / 2; offset > 0; offset /= 2) {
     const float other = __shfl_xor_sync(full_warp, value, offset);
@@ -44,47 +60,65 @@ __device__ inline float warp_max_ignoring_nan(float value) {
   return value;
 }
 
-/// A lane's share of a row: x (the input), p and the rank key of each of its experts.
-struct lane_row {
-  float x[experts_per_lane];
-  float p[experts_per_lane];
-  rank_key keys[experts_per_lane];
-  int count = 0;  ///< experts this lane holds
+/// The score whose `score_order` is `order` (NaN for 0, +0 for the order -0 and +0 share):
+/// group scores are sums of members' s, which the slice holds as orders.
+__device__ inline float score_of_order(std::uint32_t order) {
+  if (order == 0) return __int_as_float(0x7fc00000);
+  const std::uint32_t bits = (order & 0x80000000u) != 0 ? order ^ 0x80000000u : ~order;
+  return __uint_as_float(bits);
+}
+
+/// A warp's slice of shared memory for one row: `order[e]` is expert e's `score_order` of
+/// its rank score (the rank key without the expert), `kept_groups` the group limit's kept
+/// groups as bits. Written and read by the warp only.
+struct warp_row {
+  std::uint32_t* order;        ///< [E]
+  std::uint32_t* kept_groups;  ///< [group_words]
+
+  __device__ rank_key key(int expert) const { return order_rank_key(order[expert], expert); }
+};
+
+/// Shared memory for the row slices of the warps of one block: `Words` 32-bit words, as many
+/// slices of E + group_words words as fit (warps past that many sit out the per-row work).
+template <int Words>
+struct row_slices {
+  std::uint32_t words[Words];
+
+  /// Warps of a block of `warps` that get a slice for rows of `experts`.
+  __device__ static int warps_with_rows(int warps, int experts) {
+    const int fit = Words / (experts + group_words);
+    return fit < warps ? fit : warps;
+  }
+  __device__ warp_row row_of(int warp, int experts) {
+    std::uint32_t* base = words + warp * (experts + group_words);
+    return {base, base + experts};
+  }
 };
 
 /// The largest key of the row below `below` (keys are distinct), broadcast to every lane;
-/// 0 when none. `eligible(slot)` filters the lane's experts.
+/// 0 when none. `eligible(e)` filters the experts.
 template <class Eligible>
-__device__ rank_key next_key_below(const lane_row& row, rank_key below, Eligible eligible) {
+__device__ rank_key next_key_below(const warp_row& row, int experts, rank_key below, Eligible eligible) {
   rank_key best = 0;
-  for (int i = 0; i < row.count; ++i) {
-    const rank_key key = row.keys[i];
-    if (key < below && key > best && eligible(i)) best = key;
+  for (int e = lane_id(); e < experts; e += warp_lanes) {
+    const rank_key key = row.key(e);
+    if (key < below && key > best && eligible(e)) best = key;
   }
   return warp_max_key(best);
 }
 
-/// The value a lane holds for `expert`, fetched from the lane that owns it.
-__device__ inline float owner_value(const float* values, int count, int expert) {
-  const int slot = expert / warp_lanes;
-  const float mine = slot < count ? values[slot] : 0.0f;
-  return __shfl_sync(full_warp, mine, expert % warp_lanes);
-}
-
-/// Keeps, in `row.keys`, only the experts of the `topk_group` best groups (SPEC section 1);
-/// the others get `excluded_rank_key`. `s` are the lane's selection scores. Returns the
-/// lane's slots whose expert stays a candidate, as bits.
-__device__ inline unsigned apply_group_limit(lane_row& row, const float* s, const group_limit& groups, int experts) {
+/// Marks the `topk_group` best groups in `row.kept_groups` (SPEC section 1), from the s of
+/// every expert held in `row.order` as orders. Overwrites `row.order[0..n_group)` with the
+/// groups' orders: group g is scored from experts at or above g * size >= g, so every slot it
+/// overwrites has been read. Every lane calls it; the caller rewrites the row's orders after.
+__device__ inline void mark_kept_groups(const warp_row& row, const group_limit& groups, int experts) {
   const int lane = lane_id();
   const int group_size = experts / groups.n_group;
-  rank_key group_keys[experts_per_lane] = {};  // this lane's groups: lane, lane + 32, ...
   for (int g = 0; g < groups.n_group; ++g) {
     // The group's two best (s, expert) keys, ranked as detail::score_group ranks them.
     rank_key best = 0, second = 0;
-    for (int i = 0; i < row.count; ++i) {
-      const int e = lane + i * warp_lanes;
-      if (e / group_size != g) continue;
-      const rank_key key = make_rank_key(s[i], e);
+    for (int e = g * group_size + lane; e < (g + 1) * group_size; e += warp_lanes) {
+      const rank_key key = row.key(e);
       if (key > best) {
         second = best;
         best = key;
@@ -100,93 +134,122 @@ __device__ inline unsigned apply_group_limit(lane_row& row, const float* s, cons
       best = other_best > best ? other_best : best;
       second = lower_best > higher_second ? lower_best : higher_second;
     }
-    float score = owner_value(s, row.count, expert_of(best));
+    float score = score_of_order(row.order[expert_of(best)]);
     if (groups.score == group_score::top2_sum && group_size > 1) {
-      score = score + owner_value(s, row.count, expert_of(second));
+      score = score + score_of_order(row.order[expert_of(second)]);
     }
-    if (g % warp_lanes == lane) group_keys[g / warp_lanes] = make_rank_key(score, g);
+    __syncwarp();
+    if (lane == 0) row.order[g] = score_order(score);
+    __syncwarp();
   }
   // A group is kept when fewer than topk_group groups rank above it.
-  const int my_groups = lane < groups.n_group ? (groups.n_group - 1 - lane) / warp_lanes + 1 : 0;
-  int above[experts_per_lane] = {};
-  for (int h = 0; h < groups.n_group; ++h) {
-    const rank_key key_h = __shfl_sync(full_warp, group_keys[h / warp_lanes], h % warp_lanes);
-    for (int i = 0; i < my_groups; ++i) above[i] += key_h > group_keys[i] ? 1 : 0;
-  }
-  unsigned kept_groups[experts_per_lane];  // word w, bit l: group 32 w + l is kept
-  const int group_words = (groups.n_group + warp_lanes - 1) / warp_lanes;
-  for (int w = 0; w < group_words; ++w) {
-    kept_groups[w] = __ballot_sync(full_warp, w < my_groups && above[w] < groups.topk_group);
-  }
-  unsigned kept_slots = 0;
-  for (int i = 0; i < row.count; ++i) {
-    const int e = lane + i * warp_lanes;
-    const int g = e / group_size;
-    if ((kept_groups[g / warp_lanes] >> (g % warp_lanes)) & 1u) {
-      kept_slots |= 1u << i;
-    } else {
-      row.keys[i] = excluded_rank_key(e);
+  for (int w = 0; w * warp_lanes < groups.n_group; ++w) {  // uniform trip count: ballots
+    const int g = w * warp_lanes + lane;
+    bool kept = false;
+    if (g < groups.n_group) {
+      const rank_key mine = row.key(g);
+      int above = 0;
+      for (int h = 0; h < groups.n_group && above < groups.topk_group; ++h) above += row.key(h) > mine ? 1 : 0;
+      kept = above < groups.topk_group;
     }
+    const unsigned word = __ballot_sync(full_warp, kept);
+    if (lane == 0) row.kept_groups[w] = word;
   }
-  return kept_slots;
+  __syncwarp();
 }
 
 /// Scores `token`'s row into `row` and returns its statistics, as `score_row` does.
 /// `denominator_free`: the policy reads p only as ratios within the top ranks and the row
 /// is a finite softmax row without group limit or bias; p = exp(x - max) then (denominator 1),
-/// exactly what the CPU's top-k-only path computes.
+/// exactly what the CPU's top-k-only path computes. With `dense_mass`, adds the row's p to it
+/// in fixed point.
 template <score_element Element>
 __device__ row_stats score_row_on_warp(const routing_batch<Element>& batch, int token, bool denominator_free,
-                                       lane_row& row) {
+                                       const warp_row& row, std::int64_t* dense_mass) {
   constexpr float infinity = __builtin_huge_valf();
   const int lane = lane_id();
   const int experts = batch.experts();
   const Element* input = batch.scores.row(token);
-  row.count = 0;
-  for (int e = lane; e < experts; e += warp_lanes) row.x[row.count++] = to_float(input[e]);
   row_stats stats;
-  float s[experts_per_lane];
   if (batch.mode == scoring::softmax) {
     float m = -infinity;
-    for (int i = 0; i < row.count; ++i) m = row.x[i] > m ? row.x[i] : m;
+    for (int e = lane; e < experts; e += warp_lanes) {
+      const float x = to_float(input[e]);
+      m = x > m ? x : m;
+    }
     m = warp_max_ignoring_nan(m);
     stats.max_logit = m;
     if (m == infinity || m == -infinity) {
       float ties = 0;
-      for (int i = 0; i < row.count; ++i) ties += (m == -infinity || row.x[i] == m) ? 1.0f : 0.0f;
+      for (int e = lane; e < experts; e += warp_lanes) {
+        ties += (m == -infinity || to_float(input[e]) == m) ? 1.0f : 0.0f;
+      }
       stats.denominator = warp_sum(ties);  // small integers: exact in any order
     } else if (denominator_free && !batch.groups.enabled()) {
       stats.denominator = 1.0f;
     } else {
-      float partial = 0;
-      for (int i = 0; i < row.count; ++i) {
-        const float v = std::exp(row.x[i] - m);
-        partial += v == v ? v : 0.0f;
+      weight_sum partial;
+      for (int e = lane; e < experts; e += warp_lanes) {
+        const float v = std::exp(to_float(input[e]) - m);
+        partial.add(v == v ? v : 0.0f);  // NaN logits weigh nothing
       }
-      stats.denominator = warp_sum(partial);
+      stats.denominator = warp_merge(partial).rounded();
     }
-    for (int i = 0; i < row.count; ++i) row.p[i] = probability_of(scoring::softmax, row.x[i], stats);
-  } else {
-    for (int i = 0; i < row.count; ++i) row.p[i] = probability_of(batch.mode, row.x[i], stats);
   }
-  for (int i = 0; i < row.count; ++i) {
-    const int e = lane + i * warp_lanes;
-    s[i] = selection_score(row.p[i], batch.bias, e);  // what group scores sum
-    row.keys[i] = make_rank_key(rank_score(row.x[i], row.p[i], batch.bias, e), e);
-  }
-  const unsigned candidates = batch.groups.enabled() ? apply_group_limit(row, s, batch.groups, experts) : ~0u;
+  const bool grouped = batch.groups.enabled();
   // Candidate totals skip NaN and negative p, and the experts of dropped groups.
-  float total = 0, max_p = 0;
-  for (int i = 0; i < row.count; ++i) {
-    if (((candidates >> i) & 1u) == 0) continue;
-    if (row.p[i] > 0) {
-      total += row.p[i];
-      max_p = row.p[i] > max_p ? row.p[i] : max_p;
+  weight_sum total;
+  float max_p = 0;
+  const auto count_candidate = [&](float p) {
+    if (p > 0) {
+      total.add(p);
+      max_p = p > max_p ? p : max_p;
     }
+  };
+  for (int e = lane; e < experts; e += warp_lanes) {
+    const float x = to_float(input[e]);
+    const float p = probability_of(batch.mode, x, stats);
+    if (dense_mass != nullptr) {
+      atomicAdd(reinterpret_cast<unsigned long long*>(dense_mass + e),
+                static_cast<unsigned long long>(to_fixed_mass(p)));  // integers: any order
+    }
+    // With a group limit the slice first holds s, what group scores sum.
+    row.order[e] = score_order(grouped ? selection_score(p, batch.bias, e) : rank_score(x, p, batch.bias, e));
+    if (!grouped) count_candidate(p);
   }
-  stats.candidate_total = warp_sum(total);
+  __syncwarp();
+  if (grouped) {
+    mark_kept_groups(row, batch.groups, experts);
+    const int group_size = experts / batch.groups.n_group;
+    constexpr std::uint32_t excluded = score_order(-infinity);  // excluded_rank_key's order
+    for (int e = lane; e < experts; e += warp_lanes) {
+      const int g = e / group_size;
+      if (((row.kept_groups[g / warp_lanes] >> (g % warp_lanes)) & 1u) == 0) {
+        row.order[e] = excluded;
+        continue;
+      }
+      const float x = to_float(input[e]);
+      const float p = probability_of(batch.mode, x, stats);
+      row.order[e] = score_order(rank_score(x, p, batch.bias, e));
+      count_candidate(p);
+    }
+    __syncwarp();
+  }
+  stats.candidate_total = warp_merge(total).rounded();
   stats.max_candidate_p = warp_max_ignoring_nan(max_p);
   return stats;
+}
+
+/// Rank orders of `token`'s row into `row`, without its p where the row ranks by its input.
+template <score_element Element>
+__device__ void rank_row_on_warp(const routing_batch<Element>& batch, int token, const warp_row& row) {
+  if (batch.ranks_by_input() && !batch.groups.enabled()) {
+    const Element* input = batch.scores.row(token);
+    for (int e = lane_id(); e < batch.experts(); e += warp_lanes) row.order[e] = score_order(to_float(input[e]));
+    __syncwarp();
+  } else {
+    (void)score_row_on_warp(batch, token, false, row, nullptr);
+  }
 }
 
 }  // namespace moe_routing::cuda::detail

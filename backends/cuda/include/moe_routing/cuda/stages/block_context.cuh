@@ -18,6 +18,11 @@
 
 namespace moe_routing::cuda::detail {
 
+/// Threads of every block that runs the set stages (one thread per expert at E = 1024).
+inline constexpr int stage_block_threads = 1024;
+/// Experts each thread of such a block ranks in `rank_experts`.
+inline constexpr int rank_items = (max_experts + stage_block_threads - 1) / stage_block_threads;
+
 /// Shared state of the set stages.
 struct block_sets {
   std::uint32_t selected[set_words];
@@ -27,7 +32,6 @@ struct block_sets {
   std::int32_t cursor[max_experts];
   unsigned long long sums[2];
   int count;
-  int flag;
 };
 
 __device__ inline bool has(const std::uint32_t* set, int e) { return (set[e >> 5] >> (e & 31)) & 1u; }
@@ -117,20 +121,32 @@ class block_stage_context {
 
   // ---- block-wide helpers: every thread of the block calls them ----
   /// Writes `scratch_experts()[0..count)` = the experts with `candidate(e)`, sorted by
-  /// `before` (a strict total order), and returns count.
+  /// `before` (a strict total order), and returns count. The candidates are gathered
+  /// first, then each is ranked against the candidates only: O(count) per thread, O(count^2)
+  /// in all (decode's greedy stages rank a few experts, not E). Needs a block of
+  /// `stage_block_threads`.
   template <class Candidate, class Before>
   __device__ int rank_experts(Candidate candidate, Before before) const {
     if (threadIdx.x == 0) shared_.count = 0;
     __syncthreads();
     for (int e = static_cast<int>(threadIdx.x); e < experts(); e += blockDim.x) {
-      if (!candidate(e)) continue;
-      int rank = 0;
-      for (int f = 0; f < experts(); ++f) rank += (f != e && candidate(f) && before(f, e)) ? 1 : 0;
-      shared_.order[rank] = e;
-      atomicAdd(&shared_.count, 1);
+      if (candidate(e)) shared_.order[atomicAdd(&shared_.count, 1)] = e;
     }
     __syncthreads();
     const int count = shared_.count;
+    int mine[rank_items], rank[rank_items];
+#pragma unroll
+    for (int i = 0; i < rank_items; ++i) {
+      const int at = static_cast<int>(threadIdx.x) + i * stage_block_threads;
+      mine[i] = at < count ? shared_.order[at] : -1;
+      rank[i] = 0;
+      for (int f = 0; f < count && mine[i] >= 0; ++f) rank[i] += before(shared_.order[f], mine[i]) ? 1 : 0;
+    }
+    __syncthreads();  // every candidate is ranked before the list is overwritten in order
+#pragma unroll
+    for (int i = 0; i < rank_items; ++i) {
+      if (mine[i] >= 0) shared_.order[rank[i]] = mine[i];
+    }
     __syncthreads();
     return count;
   }

@@ -19,17 +19,15 @@ struct stage_executor<cuda_backend, confidence_keep> {
   __device__ static void apply(const confidence_keep& stage, Context& context) {
     using cuda::detail::for_each_thread_item;
     cuda::detail::block_sets& shared = context.shared();
-    if (threadIdx.x == 0) shared.flag = 0;
-    __syncthreads();
+    bool confident = false;  // one flag per thread, joined by the barrier: no shared write races
     for_each_thread_item(context.tokens(), [&](int token) {
-      if (context.is_valid(token) && stage.is_confident(context.stats(token))) shared.flag = 1;
+      confident = confident || (context.is_valid(token) && stage.is_confident(context.stats(token)));
     });
     std::int32_t* votes = context.scratch_counts();  // votes of the counted tokens only
     auto* kept = reinterpret_cast<std::uint32_t*>(context.scratch_cursors());
     for_each_thread_item(context.experts(), [&](int e) { votes[e] = 0; });
     for_each_thread_item(cuda::set_words, [&](int w) { kept[w] = 0; });
-    __syncthreads();
-    const bool any_confident = shared.flag != 0;
+    const bool any_confident = __syncthreads_or(confident) != 0;
     for_each_thread_item(context.tokens(), [&](int token) {
       if (!context.is_valid(token) || (any_confident && !stage.is_confident(context.stats(token)))) return;
       const auto top = context.top_experts(token);

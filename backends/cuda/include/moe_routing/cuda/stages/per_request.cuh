@@ -3,7 +3,9 @@
 /// `per_request` on one thread block (XShare alg. 3): every token's top-k0 is guaranteed;
 /// then one warp per request at a time holds S0_r as a bitset (lane l holds word l), sums
 /// the request's own column mass in a scratch row, and adds its m_r heaviest experts
-/// outside S0_r by warp argmax, in `heavier_expert` order.
+/// outside S0_r by warp argmax, in `heavier_expert` order. Sparse mass touches k entries
+/// per token, so a request costs O(tokens * k), not O(E) (n x E at n = 16384 without
+/// segments, where every token is a request).
 
 #include <cstdint>
 
@@ -25,27 +27,36 @@ struct stage_executor<cuda_backend, per_request> {
       if (context.is_valid(token)) context.guarantee(token, stage.k0);
     });
     if (stage.m_r == 0) return;
+    const bool sparse = stage.gate == column_mass::sparse;
+    if (sparse) {
+      // The scratch rows start at zero once per call; each request then clears only the
+      // entries its tokens touched (k per token), not the whole row.
+      std::int64_t* rows = context.scratch_request_mass(0);
+      cuda::detail::for_each_thread_item(cuda::request_warps * context.experts(), [&](int i) { rows[i] = 0; });
+      __syncthreads();
+    }
     const int warp = static_cast<int>(threadIdx.x) / cuda::detail::warp_lanes;
     const int warps = static_cast<int>(blockDim.x) / cuda::detail::warp_lanes;
     std::int64_t* mass = context.scratch_request_mass(warp);
     for (int request = warp; request < context.requests(); request += warps) {
-      const std::uint32_t base_word = sum_request_mass(stage, context, request, mass);
-      add_heaviest(stage, context, mass, base_word);
+      bool any_valid = false;
+      const std::uint32_t base_word = sum_request_mass(stage, context, request, mass, any_valid);
+      if (any_valid) add_heaviest(stage, context, request, mass, base_word);
+      if (sparse) clear_touched(context, request, mass);
       __syncwarp();
     }
   }
 
  private:
   /// The request's column mass into `mass`; returns this lane's word of S0_r (experts
-  /// 32 lane .. 32 lane + 31).
+  /// 32 lane .. 32 lane + 31). Sparse gates are added to a zeroed row; dense ones overwrite
+  /// the row at the request's first valid token and add after it (no clearing pass).
   template <class Context>
   __device__ static std::uint32_t sum_request_mass(const per_request& stage, Context& context, int request,
-                                                   std::int64_t* mass) {
+                                                   std::int64_t* mass, bool& any_valid) {
     using cuda::detail::warp_lanes;
     const int lane = cuda::detail::lane_id();
     const auto& batch = context.batch();
-    for (int e = lane; e < context.experts(); e += warp_lanes) mass[e] = 0;
-    __syncwarp();
     std::uint32_t base_word = 0;
     for (int token = context.request_begin(request); token < context.request_end(request); ++token) {
       if (!context.is_valid(token)) continue;
@@ -61,35 +72,62 @@ struct stage_executor<cuda_backend, per_request> {
       } else {
         const auto* row = batch.scores.row(token);
         for (int e = lane; e < context.experts(); e += warp_lanes) {
-          mass[e] += to_fixed_mass(probability_of(batch.mode, to_float(row[e]), context.stats(token)));
+          const std::int64_t m = to_fixed_mass(probability_of(batch.mode, to_float(row[e]), context.stats(token)));
+          mass[e] = any_valid ? mass[e] + m : m;
         }
       }
+      any_valid = true;
       __syncwarp();
     }
     return base_word;
   }
 
-  /// m_r rounds of a warp argmax over `heavier_expert` order, each below the last pick.
+  /// Sets the entries the request's sparse gates added to back to zero.
   template <class Context>
-  __device__ static void add_heaviest(const per_request& stage, Context& context, const std::int64_t* mass,
+  __device__ static void clear_touched(Context& context, int request, std::int64_t* mass) {
+    const int lane = cuda::detail::lane_id();
+    __syncwarp();
+    for (int token = context.request_begin(request); token < context.request_end(request); ++token) {
+      if (context.is_valid(token) && lane < context.top_k()) mass[context.top_experts(token)[lane]] = 0;
+    }
+  }
+
+  /// m_r rounds of a warp argmax over `heavier_expert` order, each below the last pick. The
+  /// candidates are every expert with dense mass, and only the request's top-k experts
+  /// with sparse mass (no other expert has any).
+  template <class Context>
+  __device__ static void add_heaviest(const per_request& stage, Context& context, int request, const std::int64_t* mass,
                                       std::uint32_t base_word) {
     using cuda::detail::full_warp;
     using cuda::detail::warp_lanes;
     const int lane = cuda::detail::lane_id();
+    const bool sparse = stage.gate == column_mass::sparse;
     std::int64_t last_mass = -1;
     int last_expert = -1;
     for (int round = 0; round < stage.m_r; ++round) {
       std::int64_t best_mass = 0;
       int best_expert = -1;
-      for (int slot = 0; slot * warp_lanes < context.experts(); ++slot) {  // uniform trip count: shuffles
-        const bool in_base = (__shfl_sync(full_warp, base_word, slot) >> lane) & 1u;
-        const int e = lane + slot * warp_lanes;
-        if (e >= context.experts()) continue;
+      // Every lane calls it with its candidate (or none) in step: it shuffles.
+      const auto consider = [&](int e, bool has_candidate) {
+        const int word = __shfl_sync(full_warp, base_word, has_candidate ? e >> 5 : 0);
+        if (!has_candidate || ((word >> (e & 31)) & 1u) != 0) return;  // in S0_r
         const std::int64_t m = mass[e];
         const bool below_last = last_expert < 0 || heavier_expert(last_mass, last_expert, m, e);
-        if (m > 0 && !in_base && below_last && (best_expert < 0 || m > best_mass)) {
+        if (m > 0 && below_last && (best_expert < 0 || heavier_expert(m, e, best_mass, best_expert))) {
           best_mass = m;
           best_expert = e;
+        }
+      };
+      if (sparse) {
+        for (int token = context.request_begin(request); token < context.request_end(request); ++token) {
+          if (!context.is_valid(token)) continue;  // uniform: the token is the warp's
+          const bool mine = lane < context.top_k();
+          consider(mine ? context.top_experts(token)[lane] : 0, mine);
+        }
+      } else {
+        for (int slot = 0; slot * warp_lanes < context.experts(); ++slot) {  // uniform trip count
+          const int e = lane + slot * warp_lanes;
+          consider(e, e < context.experts());
         }
       }
       for (int offset = warp_lanes / 2; offset > 0; offset /= 2) {

@@ -4,7 +4,8 @@
 /// `apply(auto& context) const` is device code (`static constexpr bool runs_on_device =
 /// true`, with `apply` marked `MOE_ROUTING_HOST_DEVICE`); one thread of the block then runs
 /// it on a `serial_stage_context`, which satisfies `set_stage_context` like the CPU's
-/// context, over local copies of S and the guaranteed set. Serial, so meant for the light
+/// context, over local copies of S and the guaranteed set. S is a `selected_set`, as on the
+/// CPU: the stage cannot remove a guaranteed expert. Serial, so meant for the light
 /// stages users write (see examples/resident_experts.hpp); built-in stages run on the
 /// whole block.
 
@@ -12,6 +13,7 @@
 #include <span>
 
 #include "moe_routing/core/expert_set.hpp"
+#include "moe_routing/core/selected_set.hpp"
 #include "moe_routing/core/stage_context.hpp"
 #include "moe_routing/core/stage_executor.hpp"
 #include "moe_routing/cuda/backend.cuh"
@@ -40,16 +42,21 @@ template <score_element Element>
 class serial_stage_context {
  public:
   __device__ explicit serial_stage_context(const block_stage_context<Element>& block) : block_(block) {
+    expert_set loaded;
     for (int w = 0; w < expert_set::word_count; ++w) {
-      selected.set_word(w, set_word64(block.shared().selected, w));
-      guaranteed.set_word(w, set_word64(block.shared().guaranteed, w));
+      loaded.set_word(w, set_word64(block.shared().selected, w));
+      guaranteed_experts_.set_word(w, set_word64(block.shared().guaranteed, w));
     }
+    selected = loaded;
   }
+  // `selected` points at this context's guaranteed set.
+  serial_stage_context(const serial_stage_context&) = delete;
+  serial_stage_context& operator=(const serial_stage_context&) = delete;
   /// Writes S and the guaranteed set back to the block's shared memory.
   __device__ void store() const {
     for (int w = 0; w < expert_set::word_count; ++w) {
       store_word64(block_.shared().selected, w, selected.word(w));
-      store_word64(block_.shared().guaranteed, w, guaranteed.word(w));
+      store_word64(block_.shared().guaranteed, w, guaranteed_experts_.word(w));
     }
   }
 
@@ -64,8 +71,8 @@ class serial_stage_context {
   __device__ void guarantee(int token, int ranks) {
     block_.guarantee(token, ranks);  // the token's depth
     for (int j = 0; j < ranks; ++j) {
+      guaranteed_experts_.insert(block_.top_experts(token)[j]);
       selected.insert(block_.top_experts(token)[j]);
-      guaranteed.insert(block_.top_experts(token)[j]);
     }
   }
   __device__ std::span<const std::int64_t> mass(column_mass gate) const { return block_.mass(gate); }
@@ -78,10 +85,12 @@ class serial_stage_context {
   __device__ std::int32_t* scratch_experts() const { return block_.scratch_experts(); }
   __device__ std::int32_t* scratch_counts() const { return block_.scratch_counts(); }
 
-  expert_set selected;    ///< S
-  expert_set guaranteed;  ///< union of every token's guaranteed experts
+  selected_set selected{guaranteed_experts_};  ///< S; it keeps every guaranteed expert
+  /// Union of every token's guaranteed experts; grows only through `guarantee`.
+  const expert_set& guaranteed = guaranteed_experts_;
 
  private:
+  expert_set guaranteed_experts_;
   const block_stage_context<Element>& block_;
 };
 

@@ -1,0 +1,94 @@
+#pragma once
+/// \file
+/// The AVX512_BF16 row kernel: bfloat16 weights times bfloat16 activations with vdpbf16ps,
+/// which multiplies 16 pairs of adjacent columns and adds both products to a float lane in
+/// one instruction: 32 columns per weight load, no widening, half the multiply-adds of the
+/// float kernel. The products are those the AMX tiles form (bf16 x bf16, exact in float),
+/// summed in float; a row's last partial 32 columns are read with masked loads (zero pairs
+/// add nothing). The instruction treats bfloat16 subnormals as zero, as the tiles do.
+/// Compiled for AVX512_BF16 by target attributes (`isa_targets.hpp`).
+
+#include <cstddef>
+
+#include "moe_routing/core/half.hpp"
+#include "moe_routing/cpu/executor/kernel_tags.hpp"
+#include "moe_routing/cpu/executor/row_sweep.hpp"
+#include "moe_routing/cpu/simd/avx512_warnings.hpp"
+#include "moe_routing/cpu/simd/isa_targets.hpp"
+
+#if MOE_ROUTING_X86_KERNELS
+MOE_ROUTING_AVX512_WARNINGS_OFF
+
+namespace moe_routing::cpu {
+
+constexpr int tile_tokens_of(avx512_bf16_kernel) noexcept { return 6; }
+
+namespace detail {
+
+/// 32 bfloat16 values at `p` where `lanes` is set (zero elsewhere), as vdpbf16ps's operand.
+MOE_ROUTING_TARGET_AVX512_BF16 inline __m512bh load_pairs(const bfloat16* p, __mmask32 lanes) noexcept {
+  return (__m512bh)_mm512_maskz_loadu_epi16(lanes, p);
+}
+
+template <int Tokens>
+MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, int cols, const bfloat16* __restrict x,
+                                              std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
+  constexpr int columns = 32;
+  constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(bfloat16));
+  __m512 acc[block_rows][Tokens];
+  MOE_ROUTING_UNROLL
+  for (auto& row : acc) {
+    MOE_ROUTING_UNROLL
+    for (auto& a : row) a = _mm512_setzero_ps();
+  }
+  for (int c = 0; c < cols; c += columns) {
+    const __mmask32 valid = cols - c >= columns ? ~__mmask32(0) : static_cast<__mmask32>((1u << (cols - c)) - 1u);
+    if (block.prefetch) {
+      MOE_ROUTING_UNROLL
+      for (int i = 0; i < block_rows; ++i) {
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch_target(block, i, c, ahead, cols)), _MM_HINT_T0);
+      }
+    }
+    __m512bh w[block_rows];
+    MOE_ROUTING_UNROLL
+    for (int i = 0; i < block_rows; ++i) w[i] = load_pairs(block.rows[i] + c, valid);
+    MOE_ROUTING_UNROLL
+    for (int t = 0; t < Tokens; ++t) {
+      const __m512bh xt = load_pairs(x + t * x_stride + c, valid);
+      MOE_ROUTING_UNROLL
+      for (int i = 0; i < block_rows; ++i) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], w[i], xt);
+    }
+  }
+  MOE_ROUTING_UNROLL
+  for (int i = 0; i < block_rows; ++i) {
+    MOE_ROUTING_UNROLL
+    for (int t = 0; t < Tokens; ++t) sums[i][t] = _mm512_reduce_add_ps(acc[i][t]);
+  }
+}
+
+}  // namespace detail
+
+/// Sums of the block's rows with `tokens` (1..4) bfloat16 activation rows.
+MOE_ROUTING_TARGET_AVX512_BF16 inline void multiply_tile(avx512_bf16_kernel, const row_block<bfloat16>& block, int cols,
+                                                         const bfloat16* x, std::ptrdiff_t x_stride, int tokens,
+                                                         tile_sums& sums) noexcept {
+  switch (tokens) {
+    case 1:
+      return detail::bf16_tile<1>(block, cols, x, x_stride, sums);
+    case 2:
+      return detail::bf16_tile<2>(block, cols, x, x_stride, sums);
+    case 3:
+      return detail::bf16_tile<3>(block, cols, x, x_stride, sums);
+    case 4:
+      return detail::bf16_tile<4>(block, cols, x, x_stride, sums);
+    case 5:
+      return detail::bf16_tile<5>(block, cols, x, x_stride, sums);
+    default:
+      return detail::bf16_tile<6>(block, cols, x, x_stride, sums);
+  }
+}
+
+}  // namespace moe_routing::cpu
+
+MOE_ROUTING_AVX512_WARNINGS_ON
+#endif

@@ -1,0 +1,108 @@
+#pragma once
+/// \file
+/// How the row kernels (`kernel_tags.hpp`) walk a projection: blocks of `block_rows` weight
+/// rows, each multiplied by every token of the expert, `tile_tokens_of(kernel)` tokens at a
+/// time, by the kernel's `multiply_tile` (one overload per tag, compiled for its ISA).
+///
+/// Each weight row is read from memory once per call whatever the token count: a block's
+/// rows (4 x d x 2 bytes, 16 KiB for d = 2048 in bfloat16) stay in L1 while further token
+/// groups pass over them, instead of the whole item's rows being swept again from L2 for
+/// every 16 tokens. While the first token group works through a block, the kernel prefetches
+/// ahead along each row and on into the same row of the next block, so memory keeps
+/// streaming through the block's epilogue.
+///
+/// Gate and up are swept together (two rows of each per block), and the SwiGLU activation
+/// of each (row, token) is written as soon as both sums exist: no pass over a float buffer
+/// in between.
+
+#include <algorithm>
+#include <cstddef>
+
+#include "moe_routing/core/half.hpp"
+
+namespace moe_routing::cpu {
+
+/// Tuning data: weight rows per block, and the most tokens any kernel takes per tile.
+inline constexpr int block_rows = 4;
+inline constexpr int max_tile_tokens = 6;
+
+/// A block of weight rows for `multiply_tile`, with where each row's prefetch goes once it
+/// runs past the row's end (the same row of the next block). `prefetch` is false for all
+/// but the first token group: the rows are already in cache.
+template <class Weight>
+struct row_block {
+  const Weight* rows[block_rows] = {};
+  const Weight* next[block_rows] = {};
+  bool prefetch = true;
+};
+
+/// One tile's sums: [row of the block][token of the group].
+using tile_sums = float[block_rows][max_tile_tokens];
+
+/// Tuning data: how far ahead along a row the kernels prefetch, in bytes.
+inline constexpr int prefetch_bytes = 1024;
+
+/// Where a kernel at column `c` of a `cols`-long row prefetches, `ahead` elements on: along
+/// the row, then into the next block's row.
+template <class Weight>
+inline const Weight* prefetch_target(const row_block<Weight>& block, int row, int c, int ahead, int cols) noexcept {
+  const int at = c + ahead;
+  return at < cols ? block.rows[row] + at : block.next[row] + (at - cols);
+}
+
+/// Rows [row_begin, row_end) of `matrix` (`cols` wide, row-major) times `m` activation rows
+/// (`x`, `x_stride` apart): `out[t * out_stride + r]`.
+template <class Kernel, class Weight, class Input>
+void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end, int cols, const Input* x,
+                std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
+  constexpr int group = tile_tokens_of(Kernel{});
+  for (int r0 = row_begin; r0 < row_end; r0 += block_rows) {
+    const int count = std::min(block_rows, row_end - r0);
+    row_block<Weight> block;
+    for (int i = 0; i < block_rows; ++i) {  // a short block repeats its last row: same work, result unused
+      block.rows[i] = matrix + static_cast<std::ptrdiff_t>(r0 + std::min(i, count - 1)) * cols;
+      block.next[i] = block.rows[i] + static_cast<std::ptrdiff_t>(block_rows) * cols;
+    }
+    for (int t0 = 0; t0 < m; t0 += group) {
+      const int tokens = std::min(group, m - t0);
+      block.prefetch = t0 == 0;
+      tile_sums sums;
+      multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
+      for (int t = 0; t < tokens; ++t) {
+        for (int i = 0; i < count; ++i) out[(t0 + t) * out_stride + r0 + i] = sums[i][t];
+      }
+    }
+  }
+}
+
+/// Gate and up rows [row_begin, row_end) (each matrix `cols` wide) times `m` activation rows:
+/// `act[t * act_stride + r] = store(activation(gate_r . x_t, up_r . x_t))`.
+template <class Kernel, class Weight, class Input, class Output, class Activation, class Store>
+void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_begin, int row_end, int cols,
+                   const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride,
+                   Activation&& activation, Store&& store) {
+  constexpr int group = tile_tokens_of(Kernel{});
+  constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
+  for (int r0 = row_begin; r0 < row_end; r0 += pair_rows) {
+    const int count = std::min(pair_rows, row_end - r0);
+    row_block<Weight> block;
+    for (int i = 0; i < pair_rows; ++i) {
+      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(r0 + std::min(i, count - 1)) * cols;
+      block.rows[i] = gate + at;
+      block.rows[pair_rows + i] = up + at;
+    }
+    for (int i = 0; i < block_rows; ++i) block.next[i] = block.rows[i] + static_cast<std::ptrdiff_t>(pair_rows) * cols;
+    for (int t0 = 0; t0 < m; t0 += group) {
+      const int tokens = std::min(group, m - t0);
+      block.prefetch = t0 == 0;
+      tile_sums sums;
+      multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
+      for (int t = 0; t < tokens; ++t) {
+        Output* row = act + (t0 + t) * act_stride + r0;
+        for (int i = 0; i < count; ++i) row[i] = store(activation(sums[i][t], sums[pair_rows + i][t]));
+      }
+    }
+  }
+}
+
+}  // namespace moe_routing::cpu

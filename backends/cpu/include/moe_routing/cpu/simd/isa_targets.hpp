@@ -1,0 +1,37 @@
+#pragma once
+/// \file
+/// Per-function target attributes for the vector kernels, so that each is compiled for its
+/// instruction set whatever `-march` the consumer builds with (none, typically), and chosen
+/// at run time (`cpu_features.hpp`). A function marked with one of these may call only
+/// functions marked with the same (or none): the compiler inlines those into it.
+///
+/// `MOE_ROUTING_X86_KERNELS` is 1 where the compiler understands the attributes (GCC or
+/// Clang on x86-64, outside nvcc's device and host passes, which take the portable loops)
+/// and 0 elsewhere; defining `MOE_ROUTING_PORTABLE_ONLY` forces 0.
+
+#if (defined(__x86_64__) || defined(__amd64__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__CUDACC__) && !defined(MOE_ROUTING_PORTABLE_ONLY)
+#define MOE_ROUTING_X86_KERNELS 1
+#include <immintrin.h>
+
+#define MOE_ROUTING_ISA_AVX2 "avx2,fma,f16c,bmi,bmi2,popcnt"
+#define MOE_ROUTING_ISA_AVX512 MOE_ROUTING_ISA_AVX2 ",avx512f,avx512bw,avx512vl,avx512dq"
+#define MOE_ROUTING_TARGET_XSAVE __attribute__((target("xsave")))
+#define MOE_ROUTING_TARGET_AVX2 __attribute__((target(MOE_ROUTING_ISA_AVX2)))
+#define MOE_ROUTING_TARGET_AVX512 __attribute__((target(MOE_ROUTING_ISA_AVX512)))
+#define MOE_ROUTING_TARGET_AVX512_BF16 __attribute__((target(MOE_ROUTING_ISA_AVX512 ",avx512bf16")))
+#define MOE_ROUTING_TARGET_AMX __attribute__((target(MOE_ROUTING_ISA_AVX512 ",avx512bf16,amx-tile,amx-bf16")))
+#else
+#define MOE_ROUTING_X86_KERNELS 0
+#endif
+
+/// Unrolls the next loop completely (its count is a constant): a kernel's accumulators
+/// indexed by constants then live in registers instead of a stack array stored back on
+/// every step (what GCC 12 did with the bfloat16 kernel's 24 accumulators).
+#if defined(__clang__)
+#define MOE_ROUTING_UNROLL _Pragma("clang loop unroll(full)")
+#elif defined(__GNUC__)
+#define MOE_ROUTING_UNROLL _Pragma("GCC unroll 32")
+#else
+#define MOE_ROUTING_UNROLL
+#endif

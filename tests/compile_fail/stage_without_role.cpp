@@ -1,0 +1,16 @@
+// Must not compile: a stage that declares no role. `|` says what to write
+// (include/moe_routing/policies/stage_diagnostics.hpp):
+// expected error: (static assertion failed: |static_assert failed.*")A stage must declare static constexpr moe_routing::stage_role role = moe_routing::stage_role::set;
+#include <moe_routing/cpu.hpp>
+#include <moe_routing/moe_routing.hpp>
+struct keep_expert_zero {
+  void apply(auto& context) const { context.selected.insert(0); }
+};
+int main() {
+  float scores[16] = {};
+  moe_routing::routing_batch<float> batch{moe_routing::make_score_view(scores, 2, 8)};
+  moe_routing::cpu::workspace ws({2, 8, 2});
+  moe_routing::routing_plan plan({.tokens = 2, .experts = 8, .top_k = 2});
+  (void)moe_routing::cpu::route(moe_routing::prune{.k0 = 1} | keep_expert_zero{} | moe_routing::refine{.k = 2}, batch,
+                                plan.view(), ws);
+}

@@ -1,0 +1,75 @@
+// The run-time kernel selection against the CPU's own account of itself (/proc/cpuinfo's
+// flags, which Linux clears for state it does not enable): this suite is built without
+// -march, as a consumer builds it, so these checks say the fast paths are taken on a
+// machine that has them.
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <moe_routing/cpu.hpp>
+#include <moe_routing/cpu/simd/cpu_features.hpp>
+
+namespace {
+namespace mr = moe_routing;
+
+/// The first processor's flags in /proc/cpuinfo (empty where there is none).
+std::set<std::string> cpuinfo_flags() {
+  std::ifstream info("/proc/cpuinfo");
+  std::set<std::string> flags;
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string flag; words >> flag;) flags.insert(flag);
+    break;
+  }
+  return flags;
+}
+
+/// The level the flags allow, by the same rule as `detect_isa` but from another source.
+mr::cpu::isa_level level_from_flags(const std::set<std::string>& f) {
+  using mr::cpu::isa_level;
+  const auto has = [&](std::initializer_list<const char*> names) {
+    for (const char* name : names) {
+      if (!f.contains(name)) return false;
+    }
+    return true;
+  };
+  if (!has({"avx2", "fma", "f16c"})) return isa_level::portable;
+  if (!has({"avx512f", "avx512bw", "avx512vl", "avx512dq"})) return isa_level::avx2;
+  if (!has({"avx512_bf16"})) return isa_level::avx512;
+  if (!has({"amx_tile", "amx_bf16"})) return isa_level::avx512_bf16;
+  return isa_level::amx;
+}
+
+bool isa_capped() {
+  const char* cap = std::getenv("MOE_ROUTING_CPU_ISA");
+  return cap != nullptr && *cap != '\0';
+}
+
+}  // namespace
+
+TEST_CASE("built without -march, the kernels chosen are the best /proc/cpuinfo allows" *
+          doctest::skip(cpuinfo_flags().empty() || isa_capped()) *
+          doctest::description("skipped: no /proc/cpuinfo flags, or MOE_ROUTING_CPU_ISA caps the level")) {
+  const auto flags = cpuinfo_flags();
+  const mr::cpu::isa_level expected = level_from_flags(flags);
+  const std::string report = mr::cpu::kernel_report();
+  CAPTURE(report);
+  CHECK(mr::cpu::name_of(mr::cpu::cpu_isa()) == std::string(mr::cpu::name_of(expected)));
+  if (expected >= mr::cpu::isa_level::avx512) {
+    CHECK(report.find("routing top-k and mass ranking: avx512") != std::string::npos);
+  }
+  if (expected >= mr::cpu::isa_level::avx512_bf16) {
+    CHECK(report.find("executor: avx512_bf16 for bfloat16") != std::string::npos);
+  }
+}
+
+TEST_CASE("MOE_ROUTING_CPU_ISA caps the level (run by CTest with each cap)" * doctest::skip(!isa_capped()) *
+          doctest::description("skipped: MOE_ROUTING_CPU_ISA is not set in this run")) {
+  const char* cap = std::getenv("MOE_ROUTING_CPU_ISA");
+  CHECK(static_cast<int>(mr::cpu::cpu_isa()) <= static_cast<int>(mr::cpu::detail::isa_cap()));
+  CHECK(mr::cpu::name_of(mr::cpu::detail::isa_cap()) == std::string(cap));
+}
