@@ -132,7 +132,7 @@ std::vector<mr::routing_plan> plans_with_active(int active) {
 }
 
 void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans, bool paired = false,
-               mr::cpu::isa_level kernel = mr::cpu::cpu_isa()) {
+               mr::cpu::isa_level kernel = mr::cpu::best_projection_level()) {
   std::function<double(double)> paired_read;
   if (paired) paired_read = [](double bytes) { return read_reference::instance().read(bytes); };
   bench::run_layers(
@@ -160,7 +160,8 @@ const bool registered = [] {
         ->Unit(benchmark::kMillisecond);
   }
   // Every vector kernel this CPU runs, side by side (the default above is the fastest).
-  for (int level = static_cast<int>(mr::cpu::isa_level::avx2); level <= static_cast<int>(mr::cpu::cpu_isa()); ++level) {
+  for (int level = static_cast<int>(mr::cpu::isa_level::avx2);
+       level <= static_cast<int>(mr::cpu::best_projection_level()); ++level) {
     const auto kernel = static_cast<mr::cpu::isa_level>(level);
     for (const int n : {1, 4, 16, 64}) {
       benchmark::RegisterBenchmark(

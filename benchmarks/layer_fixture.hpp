@@ -73,7 +73,7 @@ class weight_pool {
 inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, int experts,
                        const std::function<mr::routing_plan&(std::size_t call)>& plan_for,
                        const std::function<double(double bytes)>& paired_read = {},
-                       mr::cpu::isa_level kernel = mr::cpu::cpu_isa()) {
+                       mr::cpu::isa_level kernel = mr::cpu::best_projection_level()) {
   std::vector<float> x(static_cast<std::size_t>(n) * hidden, 0.01f), y(x.size());
   mr::cpu::executor_workspace ws({n, top_k, experts, hidden, width});
   ws.force_kernel(kernel);

@@ -174,7 +174,7 @@ namespace {
 /// Lowers the CPU runner's kernel ceiling for one scope.
 struct kernel_ceiling_scope {
   explicit kernel_ceiling_scope(mr::cpu::isa_level level) { set(level); }
-  ~kernel_ceiling_scope() { set(mr::cpu::cpu_isa()); }
+  ~kernel_ceiling_scope() { set(mr::cpu::best_projection_level()); }
   kernel_ceiling_scope(const kernel_ceiling_scope&) = delete;
   kernel_ceiling_scope& operator=(const kernel_ceiling_scope&) = delete;
 
@@ -204,7 +204,8 @@ mr::cpu::isa_level kernel_that_ran(mr::cpu::isa_level level, int d, bool bf16_ac
 /// The levels to test on this machine, each once: portable up to what the CPU runs.
 std::vector<mr::cpu::isa_level> runnable_levels() {
   std::vector<mr::cpu::isa_level> levels;
-  for (int l = 0; l <= static_cast<int>(mr::cpu::cpu_isa()); ++l) levels.push_back(static_cast<mr::cpu::isa_level>(l));
+  for (int l = 0; l <= static_cast<int>(mr::cpu::best_projection_level()); ++l)
+    levels.push_back(static_cast<mr::cpu::isa_level>(l));
   return levels;
 }
 
@@ -224,6 +225,7 @@ TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
     bodies::executor_matches_naive_loop<runner, mr::bfloat16>(23, 72, 44, 40, false);
     bodies::executor_matches_naive_loop<runner, mr::bfloat16>(24, 72, 44, 40, true);
     bodies::executor_matches_naive_loop<runner, mr::bfloat16>(25, 128, 64, 96, true);  // whole tiles
+    bodies::executor_matches_naive_loop<runner, mr::bfloat16>(26, 64, 64, 40, true);   // tiles and rows in one call
   }
 }
 
@@ -244,12 +246,13 @@ TEST_CASE("a forced kernel is the one that runs, and the bfloat16 kernels only f
 
 TEST_CASE("forcing a kernel this CPU does not run is refused, naming it") {
   using mr::cpu::isa_level;
-  if (mr::cpu::cpu_isa() == isa_level::amx) {
+  const isa_level best = mr::cpu::best_projection_level();
+  if (best == isa_level::amx) {
     MESSAGE("skipped: this CPU runs every kernel (set MOE_ROUTING_CPU_ISA lower to test the refusal)");
     return;
   }
   mr::cpu::executor_workspace ws({1, 1, 1, 8, 8, 0, 0, true});
-  const auto above = static_cast<isa_level>(static_cast<int>(mr::cpu::cpu_isa()) + 1);
+  const auto above = static_cast<isa_level>(static_cast<int>(best) + 1);
   CHECK_THROWS_WITH_AS(ws.force_kernel(above),
                        (std::string("executor kernel = ") + mr::cpu::name_of(above) + ": this CPU runs at most " +
                         mr::cpu::name_of(mr::cpu::cpu_isa()))

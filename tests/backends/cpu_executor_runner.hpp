@@ -21,7 +21,7 @@ class cpu_backend_runner::executor {
   }
 
   /// The most the executors built from now on may use (tests of each kernel lower it).
-  static inline mr::cpu::isa_level kernel_ceiling = mr::cpu::cpu_isa();
+  static inline mr::cpu::isa_level kernel_ceiling = mr::cpu::best_projection_level();
 
   /// y = the layer's output for x [n x d] under `plan`; the separate or the fused
   /// gate_up layout; the shared experts added when `with_shared`.

@@ -15,7 +15,7 @@ namespace moe_routing::cpu {
 /// weights with bfloat16 activations, avx512 otherwise; routing top-k and mass ranking:
 /// avx512".
 inline std::string kernel_report() {
-  const isa_level bf16 = projection_level(isa_level::amx, true), other = projection_level(isa_level::amx, false);
+  const isa_level bf16 = best_projection_level(), other = projection_level(isa_level::amx, false);
   const bool vector_routing = cpu_runs(isa_level::avx512);
   return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + name_of(bf16) +
          " for bfloat16 weights with bfloat16 activations" + (bf16 == isa_level::amx ? " (d in whole tiles)" : "") +

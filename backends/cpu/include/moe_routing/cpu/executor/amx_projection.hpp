@@ -24,6 +24,8 @@
 
 #if MOE_ROUTING_X86_KERNELS && defined(__linux__)
 #define MOE_ROUTING_HAS_AMX 1
+#include <sys/syscall.h>
+#include <unistd.h>
 #else
 #define MOE_ROUTING_HAS_AMX 0
 #endif
@@ -37,9 +39,21 @@ inline constexpr int tile_tokens = 16;
 /// Tuning data: how far ahead (in columns) each weight row is prefetched.
 inline constexpr int prefetch_columns = 256;
 
-/// Whether the tiles run here: an AMX build (`MOE_ROUTING_HAS_AMX`), a CPU with AMX, the
-/// OS granting the tile state (asked once), and `MOE_ROUTING_CPU_ISA` not below `amx`.
-inline bool available() noexcept { return MOE_ROUTING_HAS_AMX && cpu_runs(isa_level::amx); }
+/// Whether the tiles run here: an AMX build (`MOE_ROUTING_HAS_AMX`), a CPU with AMX and
+/// `MOE_ROUTING_CPU_ISA` not below `amx`, and Linux granting the process the tile data
+/// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once, on the first call).
+inline bool available() noexcept {
+#if MOE_ROUTING_HAS_AMX
+  if (!cpu_runs(isa_level::amx)) return false;
+  static const bool granted = [] {
+    constexpr long request_permission = 0x1023, tile_data = 18;
+    return syscall(SYS_arch_prctl, request_permission, tile_data) == 0;
+  }();
+  return granted;
+#else
+  return false;
+#endif
+}
 
 /// Tokens rounded up to whole tiles: the packed copy's padding is zero.
 constexpr int padded_tokens(int tokens) noexcept { return (tokens + tile_tokens - 1) / tile_tokens * tile_tokens; }

@@ -68,7 +68,7 @@ MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, 
 
 }  // namespace detail
 
-/// Sums of the block's rows with `tokens` (1..4) bfloat16 activation rows.
+/// Sums of the block's rows with `tokens` (1..6) bfloat16 activation rows.
 MOE_ROUTING_TARGET_AVX512_BF16 inline void multiply_tile(avx512_bf16_kernel, const row_block<bfloat16>& block, int cols,
                                                          const bfloat16* x, std::ptrdiff_t x_stride, int tokens,
                                                          tile_sums& sums) noexcept {

@@ -56,7 +56,7 @@ class executor_workspace {
     valid_tokens.assign(n, 0);
     token_index.resize(n);
     for (std::size_t i = 0; i < n; ++i) token_index[i] = static_cast<std::int32_t>(i);
-    if (MOE_ROUTING_X86_KERNELS && shape.bf16_activations) {  // bfloat16 rows or tiles, padded to 16 tokens per group
+    if (shape.bf16_activations) {  // bfloat16 rows or tiles, padded to 16 tokens per group
       const std::size_t padded_pairs = pairs + groups * amx::tile_tokens;
       packed_in.assign(padded_pairs * d, bfloat16{0});
       packed_act.assign(padded_pairs * static_cast<std::size_t>(widest), bfloat16{0});

@@ -23,18 +23,23 @@ namespace moe_routing::cpu {
 
 /// The level a call runs at, below `ceiling`, with or without bf16 x bf16 products.
 inline isa_level projection_level(isa_level ceiling, bool bf16_products) {
+  if (!MOE_ROUTING_X86_KERNELS) return isa_level::portable;
   isa_level level = static_cast<int>(ceiling) < static_cast<int>(cpu_isa()) ? ceiling : cpu_isa();
   if (!bf16_products && static_cast<int>(level) > static_cast<int>(isa_level::avx512)) level = isa_level::avx512;
-  if (level == isa_level::amx && !MOE_ROUTING_HAS_AMX) level = isa_level::avx512_bf16;
+  if (level == isa_level::amx && !amx::available()) level = isa_level::avx512_bf16;
   return level;
 }
 
-/// Throws routing_error naming the level when the CPU (or `MOE_ROUTING_CPU_ISA`) does not
-/// run it: a forced kernel must not quietly become another.
+/// The highest level an executor call can run here (bfloat16 weights and activations).
+inline isa_level best_projection_level() { return projection_level(isa_level::amx, true); }
+
+/// Throws routing_error naming the level when this machine does not run it (the CPU,
+/// `MOE_ROUTING_CPU_ISA`, or for `amx` Linux's grant of the tile data): a forced kernel must
+/// not quietly become another.
 inline void check_runnable(isa_level level) {
-  if (!cpu_runs(level)) {
+  if (!cpu_runs(level) || (level == isa_level::amx && !amx::available())) {
     throw routing_error(errc::invalid_parameter, std::string("executor kernel = ") + name_of(level) +
-                                                     ": this CPU runs at most " + name_of(cpu_isa()));
+                                                     ": this CPU runs at most " + name_of(best_projection_level()));
   }
 }
 

@@ -50,12 +50,27 @@ inline const Weight* prefetch_target(const row_block<Weight>& block, int row, in
   return at < cols ? block.rows[row] + at : block.next[row] + (at - cols);
 }
 
+/// Multiplies `block` by `m` activation rows, a tile of the kernel's token count at a time,
+/// handing each tile's sums to `take(first_token, tokens, sums)`. Only the first tile
+/// prefetches: the later ones find the block in L1.
+template <class Kernel, class Weight, class Input, class Take>
+void multiply_token_tiles(Kernel kernel, row_block<Weight>& block, int cols, const Input* x, std::ptrdiff_t x_stride,
+                          int m, Take&& take) {
+  constexpr int group = tile_tokens_of(Kernel{});
+  for (int t0 = 0; t0 < m; t0 += group) {
+    const int tokens = std::min(group, m - t0);
+    block.prefetch = t0 == 0;
+    tile_sums sums;
+    multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
+    take(t0, tokens, sums);
+  }
+}
+
 /// Rows [row_begin, row_end) of `matrix` (`cols` wide, row-major) times `m` activation rows
 /// (`x`, `x_stride` apart): `out[t * out_stride + r]`.
 template <class Kernel, class Weight, class Input>
 void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end, int cols, const Input* x,
                 std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
-  constexpr int group = tile_tokens_of(Kernel{});
   for (int r0 = row_begin; r0 < row_end; r0 += block_rows) {
     const int count = std::min(block_rows, row_end - r0);
     row_block<Weight> block;
@@ -63,15 +78,11 @@ void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end,
       block.rows[i] = matrix + static_cast<std::ptrdiff_t>(r0 + std::min(i, count - 1)) * cols;
       block.next[i] = block.rows[i] + static_cast<std::ptrdiff_t>(block_rows) * cols;
     }
-    for (int t0 = 0; t0 < m; t0 += group) {
-      const int tokens = std::min(group, m - t0);
-      block.prefetch = t0 == 0;
-      tile_sums sums;
-      multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
+    multiply_token_tiles(kernel, block, cols, x, x_stride, m, [&](int t0, int tokens, const tile_sums& sums) {
       for (int t = 0; t < tokens; ++t) {
         for (int i = 0; i < count; ++i) out[(t0 + t) * out_stride + r0 + i] = sums[i][t];
       }
-    }
+    });
   }
 }
 
@@ -81,7 +92,6 @@ template <class Kernel, class Weight, class Input, class Output, class Activatio
 void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_begin, int row_end, int cols,
                    const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride,
                    Activation&& activation, Store&& store) {
-  constexpr int group = tile_tokens_of(Kernel{});
   constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
   for (int r0 = row_begin; r0 < row_end; r0 += pair_rows) {
     const int count = std::min(pair_rows, row_end - r0);
@@ -92,16 +102,12 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
       block.rows[pair_rows + i] = up + at;
     }
     for (int i = 0; i < block_rows; ++i) block.next[i] = block.rows[i] + static_cast<std::ptrdiff_t>(pair_rows) * cols;
-    for (int t0 = 0; t0 < m; t0 += group) {
-      const int tokens = std::min(group, m - t0);
-      block.prefetch = t0 == 0;
-      tile_sums sums;
-      multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
+    multiply_token_tiles(kernel, block, cols, x, x_stride, m, [&](int t0, int tokens, const tile_sums& sums) {
       for (int t = 0; t < tokens; ++t) {
         Output* row = act + (t0 + t) * act_stride + r0;
         for (int i = 0; i < count; ++i) row[i] = store(activation(sums[i][t], sums[pair_rows + i][t]));
       }
-    }
+    });
   }
 }
 

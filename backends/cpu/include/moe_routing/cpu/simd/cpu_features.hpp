@@ -18,10 +18,6 @@
 
 #if MOE_ROUTING_X86_KERNELS
 #include <cpuid.h>
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 #endif
 
 namespace moe_routing::cpu {
@@ -29,10 +25,11 @@ namespace moe_routing::cpu {
 /// Instruction-set levels, each including the ones before it (as the kernels use them).
 enum class isa_level : int {
   portable = 0,     ///< plain C++ loops, whatever the build targets
-  avx2 = 1,         ///< AVX2, FMA, F16C
+  avx2 = 1,         ///< AVX2, FMA, F16C, BMI1, BMI2, POPCNT
   avx512 = 2,       ///< AVX-512 F, BW, VL, DQ
   avx512_bf16 = 3,  ///< and AVX512_BF16 (vdpbf16ps)
-  amx = 4,          ///< and AMX-TILE, AMX-BF16, with the OS granting the tile state
+  amx = 4,          ///< and AMX-TILE, AMX-BF16 with the OS saving the tile state (the executor asks
+                    ///< Linux for the tile data on first use: `amx::available()`)
 };
 
 inline const char* name_of(isa_level level) noexcept {
@@ -56,34 +53,28 @@ namespace detail {
 /// Register state the OS saves (XCR0), read with XGETBV; only called once OSXSAVE is seen.
 MOE_ROUTING_TARGET_XSAVE inline unsigned long long enabled_state() noexcept { return _xgetbv(0); }
 
-/// Asks Linux for the AMX tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)).
-inline bool tile_state_granted() noexcept {
-#if defined(__linux__)
-  constexpr long request_permission = 0x1023, tile_data = 18;
-  return syscall(SYS_arch_prctl, request_permission, tile_data) == 0;
-#else
-  return false;
-#endif
-}
-
 /// The highest level this CPU and OS run, from CPUID and XCR0.
 inline isa_level detect_isa() noexcept {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(1, &a, &b, &c, &d) == 0) return isa_level::portable;
-  const bool fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
-  if (!(osxsave && avx && fma && f16c)) return isa_level::portable;
+  const bool fma = (c >> 12) & 1, popcnt = (c >> 23) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1,
+             f16c = (c >> 29) & 1;
+  if (!(osxsave && avx && fma && f16c && popcnt)) return isa_level::portable;
   const unsigned long long xcr0 = enabled_state();
   if ((xcr0 & 0x6) != 0x6) return isa_level::portable;  // SSE and AVX state
   unsigned b7 = 0, c7 = 0, d7 = 0;
-  if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d7) == 0) return isa_level::portable;
-  if (!((b7 >> 5) & 1)) return isa_level::portable;                                                  // AVX2
+  unsigned max_subleaf = 0;
+  if (__get_cpuid_count(7, 0, &max_subleaf, &b7, &c7, &d7) == 0) return isa_level::portable;
+  if (!((b7 >> 5) & 1) || !((b7 >> 3) & 1) || !((b7 >> 8) & 1)) return isa_level::portable;          // AVX2, BMI1, BMI2
   const bool avx512 = ((b7 >> 16) & 1) && ((b7 >> 17) & 1) && ((b7 >> 30) & 1) && ((b7 >> 31) & 1);  // F DQ BW VL
   if (!avx512 || (xcr0 & 0xe0) != 0xe0) return isa_level::avx2;  // opmask and ZMM state
   unsigned a71 = 0, b71 = 0, c71 = 0, d71 = 0;
-  __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71);
+  if (max_subleaf < 1 || __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71) == 0) return isa_level::avx512;
   if (!((a71 >> 5) & 1)) return isa_level::avx512;        // AVX512_BF16
   const bool amx = ((d7 >> 22) & 1) && ((d7 >> 24) & 1);  // AMX-BF16, AMX-TILE
-  if (!amx || (xcr0 & 0x60000) != 0x60000 || !tile_state_granted()) return isa_level::avx512_bf16;
+  // Linux must also grant the tile data; the executor asks when it would first use the tiles
+  // (`amx::available()`), not here: the grant enlarges every signal frame of the process.
+  if (!amx || (xcr0 & 0x60000) != 0x60000) return isa_level::avx512_bf16;
   return isa_level::amx;
 }
 #else

@@ -2,15 +2,19 @@
 /// \file
 /// Per-function target attributes for the vector kernels, so that each is compiled for its
 /// instruction set whatever `-march` the consumer builds with (none, typically), and chosen
-/// at run time (`cpu_features.hpp`). A function marked with one of these may call only
-/// functions marked with the same (or none): the compiler inlines those into it.
+/// at run time (`cpu_features.hpp`).
 ///
 /// `MOE_ROUTING_X86_KERNELS` is 1 where the compiler understands the attributes (GCC or
-/// Clang on x86-64, outside nvcc's device and host passes, which take the portable loops)
-/// and 0 elsewhere; defining `MOE_ROUTING_PORTABLE_ONLY` forces 0.
+/// Clang on x86-64, nvcc's host code included) and 0 elsewhere. It must be the same in every
+/// translation unit of a program (the inline functions that dispatch differ with it): define
+/// `MOE_ROUTING_PORTABLE_ONLY` everywhere or nowhere.
+///
+/// A function marked with one of these can call unmarked functions (the compiler inlines them
+/// into it, compiled for its target) and functions of a lower or equal target; calling it from
+/// an unmarked function is a call, never inlined (the caller dispatches on `cpu_isa()` first).
 
 #if (defined(__x86_64__) || defined(__amd64__)) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__CUDACC__) && !defined(MOE_ROUTING_PORTABLE_ONLY)
+    !defined(MOE_ROUTING_PORTABLE_ONLY)
 #define MOE_ROUTING_X86_KERNELS 1
 #include <immintrin.h>
 
@@ -28,7 +32,9 @@
 /// Unrolls the next loop completely (its count is a constant): a kernel's accumulators
 /// indexed by constants then live in registers instead of a stack array stored back on
 /// every step (what GCC 12 did with the bfloat16 kernel's 24 accumulators).
-#if defined(__clang__)
+#if defined(__CUDACC__)  // nvcc's front end knows neither pragma (its host pass keeps the loops)
+#define MOE_ROUTING_UNROLL
+#elif defined(__clang__)
 #define MOE_ROUTING_UNROLL _Pragma("clang loop unroll(full)")
 #elif defined(__GNUC__)
 #define MOE_ROUTING_UNROLL _Pragma("GCC unroll 32")

@@ -5,8 +5,9 @@
 /// looks past a token's stored top-k for experts of S.
 ///
 /// Inserting expert by expert into the sorted top-k costs a mispredicted branch whenever
-/// an expert enters it, about k (1 + ln(E / k)) times a row on fresh scores. AVX-512
-/// builds therefore select without data-dependent branches where they can (count <= 16):
+/// an expert enters it, about k (1 + ln(E / k)) times a row on fresh scores. On CPUs with
+/// AVX-512 (chosen at run time, `cpu_features.hpp`, whatever the build targets) the rows are
+/// therefore selected without data-dependent branches where they can (count <= 16):
 /// 1. the rank orders of 16 experts per register, and the largest order of each of the
 ///    16 lanes over the row: 16 different experts, so the count-th largest of those
 ///    maxima is a lower bound T of the row's count-th largest order;
@@ -24,7 +25,7 @@
 /// count > 16, the block scan does the work: once k keys are held, one compare per 16
 /// experts against the k-th key's order, inserting only the lanes that beat it (a later
 /// expert beats the k-th key exactly when its order is strictly larger, as equal orders
-/// tie to the lower, earlier index). Other builds insert expert by expert (`top_k_by_insertion`).
+/// tie to the lower, earlier index). Other CPUs insert expert by expert (`top_k_by_insertion`).
 /// Every path gives the keys of `make_rank_key`, bit for bit.
 ///
 /// The top-k entry points, from the building block up (every one writes rank keys in
@@ -358,7 +359,7 @@ MOE_ROUTING_TARGET_AVX512 int top_k_of_values_avx512(const Element* row, int exp
 /// `top_k_of_values` among the `listed` experts (ascending, at most `max_listed`) whose keys
 /// are below `below`: refine's search of a small S that every token of the batch shares,
 /// past the token's own top-k. Reads only the listed scores, then ranks them without
-/// data-dependent branches on AVX-512 builds: all of them when at most `rank_candidates`,
+/// data-dependent branches on CPUs with AVX-512: all of them when at most `rank_candidates`,
 /// else those at or above the bound of step 1 taken over the list (count <= 16).
 template <score_element Element>
 inline int top_k_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
