@@ -11,6 +11,10 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ doctest-dev librange-v3-dev libtbb-dev libbenchmark-dev ccache)
 [ "${1:-}" = test ] && packages+=(clang clang-format libclang-rt-14-dev python3)
+# The Python module and its tests (tests/python), for Debian's /usr/bin/python3: CMake uses
+# that interpreter explicitly, since a python3 earlier on PATH (pyenv, conda) lacks these.
+# libtorch-dev (which brings python3-dev) is named because --no-install-recommends skips it.
+[ "${1:-}" = test ] && packages+=(python3-torch python3-numpy python3-pytest pybind11-dev python3-dev libtorch-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -49,7 +53,7 @@ case "${1:-}" in
       shift 2
       CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DMOE_ROUTING_SANITIZE="$sanitizers" -DMOE_ROUTING_BUILD_BENCHMARKS=OFF \
-        -DMOE_ROUTING_BUILD_EXAMPLES=OFF -DMOE_ROUTING_BUILD_CUDA=OFF "$@" >/dev/null
+        -DMOE_ROUTING_BUILD_EXAMPLES=OFF -DMOE_ROUTING_BUILD_CUDA=OFF -DMOE_ROUTING_BUILD_PYTHON=OFF "$@" >/dev/null
     }
     echo "== AddressSanitizer + UndefinedBehaviorSanitizer: the whole suite"
     sanitized "$build-asan" address,undefined

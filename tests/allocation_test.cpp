@@ -50,7 +50,10 @@ TEST_CASE("a sequential routing call allocates nothing, for every preset") {
   for (const char* text :
        {"topk(k=8)", "oea(k0=4,top_p=0.8,max_rank=20,k=8)", "pruned(k0=3,k=8)", "xshare(k0=1,m=16,k=8,gate=dense)",
         "xshare_spec(k0=1,m=2,m_r=4,k=8,gate=dense)", "xshare_ep(k0=1,m_g=20,k=8)", "lynx_lat(d=32,k=8)",
-        "lynx_acc(conf=0.5,budget=24,k=8)", "skip(beta=0.3,k=8)"}) {
+        "lynx_acc(conf=0.5,budget=24,k=8)", "skip(beta=0.3,k=8)", "prune(k0=1)|coverage_greedy(add=16,k=4)|refine(k=8)",
+        "prune_to_budget(budget=40)|refine(k=8)", "prune_to_latency(target=48,t_token=0.01)|refine(k=8)",
+        "prune(k0=2)|refine(k=8)|capacity(c=12)", "oea(k0=4,k=8)|capacity(c=10)", "prune(k0=1)|ep_level()|refine(k=8)",
+        "prune(k0=1)|ep_level(gate=dense)|refine(k=8)|capacity(c=16)"}) {
     CAPTURE(text);
     const auto policy = mr::parse_policy_or_throw(text);
     REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());  // warm-up
@@ -87,4 +90,40 @@ TEST_CASE("parallel routing calls: the library allocates nothing of its own") {
   const long made = allocations.load() - before;
   CHECK(failures == 0);
   CHECK(made == 0);
+}
+
+TEST_CASE("a sequential routing call with a replica map allocates nothing") {
+  namespace mr = test::mr;
+  std::mt19937 rng(6);
+  const int n = 200, experts = 128, k = 8, devices = 4, physical = 160;
+  std::vector<float> scores(static_cast<std::size_t>(n) * experts);
+  for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  // Slots 0..127 hold e0..e127, slots 128..159 a second replica of e0..e31 (row order = slot order).
+  std::vector<std::int32_t> p2l(physical), counts(experts, 1), l2p(static_cast<std::size_t>(experts) * 2, -1);
+  for (int p = 0; p < physical; ++p) p2l[static_cast<std::size_t>(p)] = p % experts;
+  for (int e = 0; e < experts; ++e) l2p[static_cast<std::size_t>(e) * 2] = e;
+  for (int p = experts; p < physical; ++p) {
+    l2p[static_cast<std::size_t>(p - experts) * 2 + 1] = p;
+    counts[static_cast<std::size_t>(p - experts)] = 2;
+  }
+  std::vector<std::int32_t> placement(experts);
+  for (int e = 0; e < experts; ++e) placement[static_cast<std::size_t>(e)] = e / (physical / devices);
+  mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
+  batch.placement = placement.data();
+  batch.device_count = devices;
+  for (const auto choice : {mr::replica_choice::token_modulo, mr::replica_choice::least_loaded}) {
+    batch.replicas = {p2l.data(), l2p.data(), counts.data(), experts, physical, 2, devices, choice};
+    REQUIRE(mr::validate_replica_map(batch.replicas, experts).ok());
+    mr::cpu::workspace ws({n, experts, k});
+    mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k, .devices = devices});
+    for (const char* text : {"topk(k=8)", "xshare_ep(k0=1,m_g=20,k=8)", "prune(k0=1)|ep_level()|refine(k=8)",
+                             "per_request(k0=1,m_r=2)|ep_fill(m_g=4)|refine(k=8)|capacity(c=12)"}) {
+      CAPTURE(text);
+      const auto policy = mr::parse_policy_or_throw(text);
+      REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());  // warm-up
+      const long before = allocations.load();
+      for (int call = 0; call < 5; ++call) REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
+      CHECK(allocations.load() - before == 0);
+    }
+  }
 }

@@ -49,6 +49,10 @@ struct problem {
   std::vector<mr::float16> f16;
   std::vector<mr::bfloat16> bf16;
   std::vector<std::int32_t> segments, placement;
+  /// Redundant experts (optional; `set_replicas`): the map's three arrays and its shape.
+  std::vector<std::int32_t> replica_p2l, replica_l2p, replica_counts;
+  int replica_width = 0;
+  mr::replica_choice replica_rule = mr::replica_choice::token_modulo;
 
   template <class T>
   mr::routing_batch<T> batch() const {
@@ -69,6 +73,16 @@ struct problem {
       b.device_count = ref.G;
     }
     b.step = ref.prefill ? mr::phase::prefill : mr::phase::decode;
+    if (!replica_p2l.empty()) {
+      b.replicas = {replica_p2l.data(),
+                    replica_l2p.data(),
+                    replica_counts.data(),
+                    ref.E,
+                    static_cast<int>(replica_p2l.size()),
+                    replica_width,
+                    ref.G,
+                    replica_rule};
+    }
     return b;
   }
 };
@@ -263,6 +277,12 @@ inline naive::stage to_naive_stage(const mr::vote_drop& s) {
 inline naive::stage to_naive_stage(const mr::confidence_keep& s) {
   return {.kind = "confidence_keep", .budget = s.budget, .conf = s.min_confidence, .dense = is_dense(s.gate)};
 }
+/// Not in the naive router: tests/bodies/expert_parallel.hpp replaces it by its definition.
+inline naive::stage to_naive_stage(const mr::ep_level& s) { return {.kind = "ep_level", .dense = is_dense(s.gate)}; }
+/// Not in the naive router: tests/bodies/coverage_budget.hpp replaces them by their definitions.
+inline naive::stage to_naive_stage(const mr::coverage_greedy&) { return {.kind = "coverage_greedy"}; }
+inline naive::stage to_naive_stage(const mr::prune_to_budget&) { return {.kind = "prune_to_budget"}; }
+inline naive::stage to_naive_stage(const mr::prune_to_latency&) { return {.kind = "prune_to_latency"}; }
 
 /// The naive router's form of a parsed policy (reads parameters only).
 inline naive::policy to_naive(const mr::runtime_policy& policy) {

@@ -33,6 +33,11 @@ class device_inputs {
     if (!p.ref.mask.empty()) mask_ = device_array<std::uint8_t>(p.ref.mask);
     if (!p.segments.empty()) segments_ = device_array<std::int32_t>(p.segments);
     if (!p.placement.empty()) placement_ = device_array<std::int32_t>(p.placement);
+    if (!p.replica_p2l.empty()) {
+      replica_p2l_ = device_array<std::int32_t>(p.replica_p2l);
+      replica_l2p_ = device_array<std::int32_t>(p.replica_l2p);
+      replica_counts_ = device_array<std::int32_t>(p.replica_counts);
+    }
   }
 
   /// The scores of `p` (the same shape and type as the problem's) into the device copy.
@@ -56,6 +61,11 @@ class device_inputs {
     if (b.token_mask != nullptr) b.token_mask = mask_.get();
     if (b.segments != nullptr) b.segments = segments_.get();
     if (b.placement != nullptr) b.placement = placement_.get();
+    if (b.has_replicas()) {
+      b.replicas.physical_to_logical = replica_p2l_.get();
+      b.replicas.logical_to_physical = replica_l2p_.get();
+      b.replicas.replica_counts = replica_counts_.get();
+    }
     return b;
   }
 
@@ -66,7 +76,7 @@ class device_inputs {
   device_array<mr::bfloat16> bf16_;
   device_array<float> bias_;
   device_array<std::uint8_t> mask_;
-  device_array<std::int32_t> segments_, placement_;
+  device_array<std::int32_t> segments_, placement_, replica_p2l_, replica_l2p_, replica_counts_;
 };
 
 /// Device mirrors of a host plan's arrays; `view()` is the host plan's shape and padding
@@ -80,6 +90,7 @@ class device_plan {
         expert_tokens_(host.expert_tokens().size()),
         device_loads_(host.device_loads().size()),
         guaranteed_(host.counts().size()),
+        physical_ids_(host.physical_ids().size()),
         weights_(host.weights().size()),
         summary_(1) {}
 
@@ -92,6 +103,7 @@ class device_plan {
     v.expert_tokens = shape_.expert_tokens != nullptr ? expert_tokens_.get() : nullptr;
     v.device_loads = shape_.device_loads != nullptr ? device_loads_.get() : nullptr;
     v.guaranteed = shape_.guaranteed != nullptr ? guaranteed_.get() : nullptr;
+    v.physical_ids = shape_.physical_ids != nullptr ? physical_ids_.get() : nullptr;
     return v;
   }
 
@@ -106,11 +118,12 @@ class device_plan {
     if (h.expert_tokens != nullptr) expert_tokens_.copy_to(h.expert_tokens);
     if (h.device_loads != nullptr) device_loads_.copy_to(h.device_loads);
     if (h.guaranteed != nullptr) guaranteed_.copy_to(h.guaranteed);
+    if (h.physical_ids != nullptr) physical_ids_.copy_to(h.physical_ids);
   }
 
  private:
   mr::plan_view shape_;
-  device_array<std::int32_t> ids_, counts_, expert_tokens_, device_loads_, guaranteed_;
+  device_array<std::int32_t> ids_, counts_, expert_tokens_, device_loads_, guaranteed_, physical_ids_;
   device_array<float> weights_;
   device_array<mr::plan_summary> summary_;
 };
@@ -170,14 +183,19 @@ struct cuda_backend_runner {
   }
 
   /// Whether `got` is the error the CPU backend reports as `cpu_message`. Host-checked
-  /// errors carry the CPU's message word for word. Segments and placement are checked on
-  /// the device, and input_status names only the array and its rule, not the offending
-  /// entry: for those the error code and the array's name must match.
+  /// errors carry the CPU's message word for word. Segments, placement and a replica map's
+  /// arrays are checked on the device, and input_status names only the array and its rule,
+  /// not the offending entry: for those the error code and the array's name must match (and
+  /// for a map's, the rule's words too).
   static bool reports(const mr::status& got, std::string_view cpu_message) {
     if (mr::to_string(got) == cpu_message) return true;
     if (got.ok() || got.parameter == nullptr) return false;
     const std::string_view parameter = got.parameter;
-    const bool device_checked = parameter == "segments" || parameter == "placement[e]";
+    // A replica map's arrays are checked on the device too, with the CPU's rule text.
+    const bool map_checked = parameter.starts_with("replicas.");
+    const bool device_checked = parameter == "segments" || parameter == "placement[e]" || map_checked;
+    if (map_checked && (got.requirement == nullptr || cpu_message.find(got.requirement) == std::string_view::npos))
+      return false;
     return device_checked && cpu_message.starts_with(std::string(mr::to_string(got.code)) + ": " + got.parameter);
   }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -300,4 +301,66 @@ TEST_CASE("bad segments on the device are reported by input_status, and every ro
   CHECK(input.code == mr::errc::invalid_input);
   CHECK(std::string(input.parameter) == "segments");
   for (int i = 0; i < p.ref.n; ++i) CHECK(plan.count(i) == 0);
+}
+
+TEST_CASE("a bad replica map on the device is reported by input_status as the CPU names it, rows left empty" *
+          test::runs_on<cuda_backend_runner>{}) {
+  std::mt19937 rng(17);
+  test::problem p;
+  do {
+    p = test::random_problem(rng, {.max_tokens = 16, .max_experts = 64});
+  } while (p.ref.n < 2 || p.ref.E < 3 || p.ref.E % 2 == 0);
+  p.segments.clear();
+  const int E = p.ref.E, P = E + 1;  // two devices; expert 0 has a second replica in slot E
+  std::vector<std::int32_t> first_devices(static_cast<std::size_t>(E));
+  for (int e = 0; e < E; ++e) first_devices[static_cast<std::size_t>(e)] = e / (P / 2);
+  test::set_placement(p, 2, first_devices);
+  p.replica_width = 2;
+  p.replica_p2l.resize(static_cast<std::size_t>(P));
+  p.replica_l2p.assign(static_cast<std::size_t>(E) * 2, -1);
+  p.replica_counts.assign(static_cast<std::size_t>(E), 1);
+  for (int e = 0; e < E; ++e) p.replica_p2l[static_cast<std::size_t>(e)] = p.replica_l2p[2 * e] = e;
+  p.replica_p2l[static_cast<std::size_t>(E)] = p.replica_l2p[1] = 0;
+  p.replica_counts[0] = 2;
+  const mr::runtime_policy policy =
+      mr::parse_policy_or_throw("xshare_spec(k0=1,m=2,m_r=2,k=" + std::to_string(p.top_k) + ")");
+  const auto new_plan = [&] {
+    return mr::routing_plan({.tokens = p.ref.n, .experts = E, .top_k = p.top_k, .devices = 2});
+  };
+  mr::routing_plan good = new_plan();
+  REQUIRE_MESSAGE(test::cpu_backend_runner::route(policy, p, good).ok(), "the well-formed map");
+  const mr::status fine = cuda_backend_runner::route(policy, p, good);
+  CHECK_MESSAGE(fine.ok(), mr::to_string(fine));
+
+  // One map per fault `validate_replica_map` names (replica_map.hpp's replica_fault).
+  const std::vector<std::function<void(test::problem&)>> faults = {
+      [&](test::problem& q) { q.replica_p2l[1] = E; },                           // slot 1 holds no expert
+      [](test::problem& q) { q.replica_counts[1] = 0; },                         // count out of [1, max_replicas]
+      [](test::problem& q) { q.replica_l2p[3] = 0; },                            // e1's padding is not -1
+      [&](test::problem& q) { q.replica_l2p[1] = P; },                           // e0's second slot out of [0, P)
+      [](test::problem& q) { q.replica_l2p[1] = 1; },                            // slot 1 holds e1
+      [](test::problem& q) { q.replica_l2p[1] = 0; },                            // slot 0 twice
+      [](test::problem& q) { q.replica_counts[0] = 1, q.replica_l2p[1] = -1; },  // slot E unused
+      // placement[e] not the device of e's first replica (slot 0, device 0).
+      [](test::problem& q) { q.placement[0] = q.ref.placement[0] = 1; },
+      // Two faults: e0's names slot 1 (other_expert), e2's count is 0 (count, a lower
+      // code): both backends name the first in expert order, e0's.
+      [](test::problem& q) { q.replica_l2p[1] = 1, q.replica_counts[2] = 0; },
+      // A slot holding no expert and a row fault: the slots are checked first.
+      [&](test::problem& q) { q.replica_p2l[E - 1] = -1, q.replica_counts[0] = 0; },
+  };
+  for (std::size_t f = 0; f < faults.size(); ++f) {
+    CAPTURE(f);
+    test::problem bad = p;
+    faults[f](bad);
+    mr::routing_plan cpu_plan = new_plan(), plan = new_plan();
+    const mr::status cpu = test::cpu_backend_runner::route(policy, bad, cpu_plan);
+    const mr::status input = cuda_backend_runner::route(policy, bad, plan);
+    REQUIRE_FALSE(cpu.ok());
+    CHECK(input.code == mr::errc::invalid_input);
+    REQUIRE(input.parameter != nullptr);
+    CHECK(std::string(input.parameter) == cpu.parameter);
+    CHECK(std::string(input.requirement) == cpu.requirement);
+    for (int i = 0; i < p.ref.n; ++i) CHECK(plan.count(i) == 0);
+  }
 }

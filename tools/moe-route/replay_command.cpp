@@ -1,5 +1,6 @@
 // `moe-route replay`: every policy over every layer and step of a trace.
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -7,7 +8,9 @@
 #include <moe_routing/moe_routing.hpp>
 
 #include "command_line.hpp"
+#include "device_command.hpp"
 #include "replay_output.hpp"
+#include "schedule_replay.hpp"
 #include "trace_input.hpp"
 
 namespace moe_route {
@@ -16,6 +19,9 @@ namespace {
 constexpr const char* replay_help =
     "usage: moe-route replay --trace DIR --policy TEXT [--policy TEXT ...] [--json | --csv]\n"
     "                        [--t-fetch T] [--t-token T]\n"
+    "       moe-route replay --trace DIR --policy TEXT ... --devices G [--replicas R] [--csv]\n"
+    "       moe-route replay --trace DIR --fit 'prune(k0=[1,2,3,4]) | refine(k=8)' [--budget B]\n"
+    "                        [--budget-by active|latency]\n"
     "\n"
     "Routes every layer and decode step of a trace with each policy and with vanilla top-k,\n"
     "and reports per policy and layer the mean and spread over steps of |active|, |S|,\n"
@@ -27,19 +33,30 @@ constexpr const char* replay_help =
 
 int replay_command(const std::vector<std::string>& words) {
   const progress_clock::time_point started = progress_clock::now();
-  const arguments args(words, {"trace", "policy", "t-fetch", "t-token"}, {"json", "csv"}, {"policy"});
+  const arguments args(words,
+                       {"trace", "policy", "t-fetch", "t-token", "devices", "replicas", "calibration-steps", "dispatch",
+                        "fit", "budget", "budget-by"},
+                       {"json", "csv"}, {"policy"});
   if (args.help()) {
     std::fputs(replay_help, stdout);
+    std::fputs(device_simulation_help, stdout);
     return 0;
   }
   args.exclusive("json", "csv");
+  if (args.has("fit") || args.has("budget") || args.has("budget-by")) {  // schedule_replay.hpp
+    return fit_schedule_command(args, read_latency_model(args));
+  }
   const std::vector<std::string> texts = args.all("policy");
   if (texts.empty()) throw usage_error("missing required option --policy");
   const mr::latency_model model = read_latency_model(args);
   std::vector<mr::runtime_policy> policies;
+  if (std::any_of(texts.begin(), texts.end(), [](const std::string& text) { return mr::is_schedule_text(text); })) {
+    return replay_schedules_command(args, texts, model);  // per-layer lists: schedule_replay.hpp
+  }
   for (const auto& text : texts) policies.push_back(parse_or_usage(text));
   const std::string dir = args.required("trace");
   const mr::io::trace trace = load_trace_or_fail(dir);
+  if (args.has("devices")) return simulate_devices_command(args, texts, policies, trace);
   // Every policy is checked before the first one runs: a mistake in the last one should not
   // cost the others' replay.
   for (std::size_t p = 0; p < policies.size(); ++p) {
@@ -56,12 +73,7 @@ int replay_command(const std::vector<std::string>& words) {
     };
     reports.push_back(replay_trace(trace, policies[p], texts[p], model, part));
   }
-  if (args.has("json"))
-    print_json(dir, reports);
-  else if (args.has("csv"))
-    print_csv(reports);
-  else
-    print_table(reports);
+  print_replays(dir, reports, args.has("json"), args.has("csv"));
   return 0;
 }
 

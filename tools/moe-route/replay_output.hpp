@@ -126,4 +126,15 @@ inline void print_table(const std::vector<policy_replay>& reports) {
   }
 }
 
+/// The reports in the form the command line asked for: JSON, CSV or the table.
+inline void print_replays(const std::string& trace_dir, const std::vector<policy_replay>& reports, bool json,
+                          bool csv) {
+  if (json)
+    print_json(trace_dir, reports);
+  else if (csv)
+    print_csv(reports);
+  else
+    print_table(reports);
+}
+
 }  // namespace moe_route

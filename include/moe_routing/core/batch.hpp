@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "moe_routing/core/config.hpp"
+#include "moe_routing/core/replica_map.hpp"
 #include "moe_routing/core/score_view.hpp"
 #include "moe_routing/core/status.hpp"
 
@@ -67,6 +68,14 @@ struct routing_batch {
   const std::int32_t* placement = nullptr;  ///< [E] device of each expert; optional
   int device_count = 0;
   phase step = phase::decode;
+  /// Redundant experts (EPLB), optional (core/replica_map.hpp): with a map, `placement`
+  /// holds the device of each expert's first replica, ep_fill and ep_level count every
+  /// replica's slot, and the plan's device loads count the physical slots dispatched to.
+  replica_map replicas = {};
+
+  MOE_ROUTING_HOST_DEVICE constexpr bool has_replicas() const noexcept {
+    return replicas.physical_to_logical != nullptr;
+  }
 
   /// Rows rank by their input values (`rank_score`): no bias shifts the order, so the
   /// value top-k and the list search over S apply, on every backend.
@@ -126,6 +135,17 @@ constexpr status validate_batch_shape(const routing_batch<Element>& batch) noexc
   if (batch.placement != nullptr && (batch.device_count < 1 || batch.device_count > max_experts)) {
     return fail(errc::invalid_input, "batch.device_count", batch.device_count,
                 "must be in [1, max_experts] when a placement is given", "max_experts", max_experts);
+  }
+  if (batch.has_replicas()) {
+    if (batch.placement == nullptr) {
+      return fail(errc::invalid_input, "batch.replicas", 1,
+                  "needs batch.placement too (the device of each expert's first replica)");
+    }
+    if (batch.replicas.device_count != batch.device_count) {
+      return fail(errc::invalid_input, "replicas.device_count", batch.replicas.device_count, "must equal",
+                  "batch.device_count", batch.device_count);
+    }
+    MOE_ROUTING_TRY(validate_replica_map_shape(batch.replicas, experts));
   }
   return {};
 }
@@ -192,6 +212,16 @@ constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
       if (!is_device_of_placement(batch.placement[e], batch.device_count)) {
         return fail(errc::invalid_input, "placement[e]", batch.placement[e], "must be in [0, device_count)",
                     "batch.device_count", batch.device_count);
+      }
+    }
+  }
+  if (batch.has_replicas()) {
+    MOE_ROUTING_TRY(validate_replica_map(batch.replicas, experts));
+    for (int e = 0; e < experts; ++e) {
+      if (!placed_on_first_replica(batch.replicas, batch.placement, e)) {
+        const replica_fault_text text = describe(replica_fault::first_device);
+        return fail(errc::invalid_input, text.parameter, batch.placement[e], text.requirement, "device",
+                    batch.replicas.device_of_physical(batch.replicas.replica(e, 0)));
       }
     }
   }

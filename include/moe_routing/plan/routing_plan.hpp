@@ -62,6 +62,9 @@ struct plan_view {
   std::int32_t* guaranteed = nullptr;     ///< [n] leading experts of the row that were guaranteed
   int experts = 0;  ///< length of expert_tokens: at least the batch's E when expert_tokens is given
   int devices = 0;  ///< length of device_loads: at least the batch's device count when device_loads is given
+  /// [n, k] optional: with a replica map (batch.replicas), the physical slot each
+  /// assignment is dispatched to; `ids` keep the logical experts (core/replica_map.hpp).
+  std::int32_t* physical_ids = nullptr;
 };
 
 static_assert(std::is_trivially_copyable_v<plan_view>);
@@ -95,10 +98,18 @@ constexpr status validate_plan(const plan_view& plan, int tokens, int experts, i
 }
 
 /// The plan's checks against a batch, and the batch's group limit against the plan's width.
+/// With a replica map, a padding sentinel must not name a logical expert: it would read as
+/// that expert and be dispatched to one of its replicas (a host value, so every backend
+/// checks it here).
 template <score_element Element>
 constexpr status validate_plan(const plan_view& plan, const routing_batch<Element>& batch) noexcept {
   MOE_ROUTING_TRY(
       validate_plan(plan, batch.tokens(), batch.experts(), batch.placement != nullptr ? batch.device_count : 0));
+  if (batch.has_replicas() && plan.pad.kind == padding_kind::sentinel && plan.pad.sentinel_value >= 0 &&
+      plan.pad.sentinel_value < batch.experts()) {
+    return fail(errc::invalid_parameter, "plan.pad.sentinel_value", plan.pad.sentinel_value,
+                "must not name a logical expert, in [0, E), with a replica map", "batch.E", batch.experts());
+  }
   return validate_group_candidates(batch.groups, batch.experts(), plan.top_k);
 }
 
@@ -129,7 +140,8 @@ class routing_plan {
         counts_(static_cast<std::size_t>(shape.tokens)),
         expert_tokens_(static_cast<std::size_t>(shape.experts)),
         device_loads_(static_cast<std::size_t>(shape.devices)),
-        guaranteed_(static_cast<std::size_t>(shape.tokens)) {}
+        guaranteed_(static_cast<std::size_t>(shape.tokens)),
+        physical_ids_(ids_.size()) {}
   /// The 0.1 order (n, k, E), unlike the workspace's; removed in 1.0.
   [[deprecated(
       "routing_plan(n, k, E) takes k before E; write routing_plan({.tokens = n, .experts = E, .top_k = k}), "
@@ -148,7 +160,8 @@ class routing_plan {
                      device_loads_.empty() ? nullptr : device_loads_.data(),
                      guaranteed_.data(),
                      static_cast<int>(expert_tokens_.size()),
-                     static_cast<int>(device_loads_.size())};
+                     static_cast<int>(device_loads_.size()),
+                     physical_ids_.data()};
   }
 
   int tokens() const noexcept { return tokens_; }
@@ -165,6 +178,9 @@ class routing_plan {
   const std::vector<std::int32_t>& counts() const noexcept { return counts_; }
   const std::vector<std::int32_t>& expert_tokens() const noexcept { return expert_tokens_; }
   const std::vector<std::int32_t>& device_loads() const noexcept { return device_loads_; }
+  /// Physical slots per assignment [n, k]: written only by a call with a replica map.
+  const std::vector<std::int32_t>& physical_ids() const noexcept { return physical_ids_; }
+  std::int32_t physical_id(int token, int slot) const { return physical_ids_[index(token, slot)]; }
   const plan_summary& summary() const noexcept { return summary_; }
 
  private:
@@ -195,6 +211,7 @@ class routing_plan {
   std::vector<std::int32_t> expert_tokens_;
   std::vector<std::int32_t> device_loads_;
   std::vector<std::int32_t> guaranteed_;
+  std::vector<std::int32_t> physical_ids_;
   plan_summary summary_;
 };
 

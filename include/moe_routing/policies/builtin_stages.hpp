@@ -9,10 +9,14 @@
 #include <type_traits>
 
 #include "moe_routing/policies/confidence_keep.hpp"
+#include "moe_routing/policies/coverage_greedy.hpp"
 #include "moe_routing/policies/ep_fill.hpp"
+#include "moe_routing/policies/ep_level.hpp"
 #include "moe_routing/policies/greedy_mass.hpp"
 #include "moe_routing/policies/per_request.hpp"
 #include "moe_routing/policies/prune.hpp"
+#include "moe_routing/policies/prune_to_budget.hpp"
+#include "moe_routing/policies/prune_to_latency.hpp"
 #include "moe_routing/policies/topk_union.hpp"
 #include "moe_routing/policies/vote_drop.hpp"
 
@@ -34,8 +38,8 @@ struct stage_types {
   static constexpr bool contains = index_of<Stage>() < size;
 };
 
-using builtin_set_stages =
-    stage_types<topk_union, prune, greedy_mass, per_request, ep_fill, vote_drop, confidence_keep>;
+using builtin_set_stages = stage_types<topk_union, prune, greedy_mass, per_request, ep_fill, vote_drop, confidence_keep,
+                                       ep_level, coverage_greedy, prune_to_budget, prune_to_latency>;
 
 template <class Stage>
 concept builtin_set_stage = builtin_set_stages::contains<Stage>;

@@ -42,21 +42,23 @@ struct ep_fill {
 
   /// The rounds, shared by every backend: each device below m_g takes its next expert of
   /// `order` (the `available` experts outside S, heaviest first) until no device can.
-  /// `load[g]` starts as S's experts on device g; `cursor` has room for `devices` entries.
-  template <class DeviceOf, class Insert>
+  /// `load[g]` starts as the slots of S's experts on device g; `cursor` has room for
+  /// `devices` entries. `on_device(e, g)`: whether expert e has a slot (a replica) on device
+  /// g; `insert(e)` adds e to S and counts it on each of its devices. With redundant
+  /// experts an expert may be a candidate of several devices: one taken already is skipped.
+  template <class OnDevice, class Insert, class Taken>
   MOE_ROUTING_HOST_DEVICE constexpr void fill_devices(const std::int32_t* order, int available, int devices,
-                                                      std::int32_t* load, std::int32_t* cursor, DeviceOf device_of,
-                                                      Insert insert) const {
+                                                      const std::int32_t* load, std::int32_t* cursor,
+                                                      OnDevice on_device, Insert insert, Taken taken) const {
     for (int device = 0; device < devices; ++device) cursor[device] = 0;
     for (bool added = true; added;) {
       added = false;
       for (int device = 0; device < devices; ++device) {
         if (load[device] >= m_g) continue;
         std::int32_t& i = cursor[device];
-        while (i < available && device_of(order[i]) != device) ++i;
+        while (i < available && (!on_device(order[i], device) || taken(order[i]))) ++i;
         if (i == available) continue;
         insert(order[i++]);
-        ++load[device];
         added = true;
       }
     }

@@ -7,10 +7,12 @@
 
 #include <charconv>
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <string_view>
 
 #include "moe_routing/core/error.hpp"
+#include "moe_routing/policies/capacity.hpp"
 #include "moe_routing/policies/policy_checks.hpp"
 #include "moe_routing/policies/presets.hpp"
 #include "moe_routing/policies/runtime_policy.hpp"
@@ -47,11 +49,20 @@ class policy_parser {
     if (!read_call()) return error_result();
     skip_space();
     if (is_preset(name_)) {
+      const std::size_t preset_end = position_;
+      if (position_ < text_.size() && text_[position_] == '|') position_ = text_.size();  // capacity, below
       if (position_ != text_.size()) {
         expect("expected the end of the policy: a preset call is a whole policy", position_);
         return error_result();
       }
       if (!build_preset(result.policy)) return error_result();
+      position_ = preset_end;
+      if (position_ != text_.size() &&
+          !read_capacity_step(result.policy,
+                              "expected the end of the policy: a preset call is a whole policy (only "
+                              "capacity(c=...) may follow it)")) {
+        return error_result();
+      }
     } else {
       position_ = first_call;
       if (!read_pipeline(result.policy)) return error_result();
@@ -75,7 +86,7 @@ class policy_parser {
     parse_result result;
     result.column = error_column_;
     result.outcome = fail(errc::syntax_error, missing_ != nullptr ? missing_ : "policy text column",
-                          missing_ != nullptr ? std::nan("") : error_column_, expected_);
+                          missing_ != nullptr ? bad_value_ : error_column_, expected_);
     return result;
   }
 
@@ -174,6 +185,11 @@ class policy_parser {
         }
         if (!build_refine(policy.assignment)) return false;
         skip_space();
+        if (position_ < text_.size() && text_[position_] == '|') {  // capacity.hpp
+          return read_capacity_step(policy,
+                                    "expected the end of the policy: refine must be the last stage (only "
+                                    "capacity(c=...) may follow it)");
+        }
         if (position_ != text_.size()) {
           return expect("expected the end of the policy: refine must be the last stage", position_);
         }
@@ -192,6 +208,26 @@ class policy_parser {
       if (text_[position_] != '|') return expect("expected '|' between stages", position_);
       ++position_;
     }
+  }
+
+  /// `| capacity(c=N)` after the assignment stage (a preset's or refine), the whole rest of
+  /// the text: sugar for refine's `capacity` parameter (policies/capacity.hpp).
+  bool read_capacity_step(runtime_policy& policy, const char* otherwise) {
+    const std::size_t bar = position_;
+    ++position_;
+    if (!read_call()) return false;
+    if (name_ != capacity::name) return expect(otherwise, bar);
+    if (policy.assignment.caps_experts()) {
+      return expect("expected one capacity: refine already has capacity=", name_column_);
+    }
+    capacity step;
+    if (!read_stage(step)) return false;
+    policy.assignment.capacity = step.c;  // its range is refine.capacity's, checked by validate_policy
+    skip_space();
+    if (position_ != text_.size()) {
+      return expect("expected the end of the policy: capacity(c=...) is the last step", position_);
+    }
+    return true;
   }
 
   // ---- arguments ----
@@ -219,8 +255,13 @@ class policy_parser {
     bool ok = true;
     const policy_argument* argument = take(name, required, ok);
     if (argument == nullptr) return ok;
-    if (!argument->is_number || argument->number != std::floor(argument->number) || std::fabs(argument->number) > 1e9) {
+    if (!argument->is_number || argument->number != std::floor(argument->number)) {
       return expect("expected an integer value", static_cast<std::size_t>(argument->column));
+    }
+    if (std::fabs(argument->number) > 1e9) {  // a whole number, but too large for any parameter
+      missing_ = name.data();                 // string literals
+      bad_value_ = argument->number;
+      return expect("expected an integer within [-1e9, 1e9]", static_cast<std::size_t>(argument->column));
     }
     out = static_cast<int>(argument->number);
     return true;
@@ -321,7 +362,8 @@ class policy_parser {
     if (named) return built;
     return expect(
         "expected a stage name: topk_union, prune, greedy_mass, per_request, ep_fill, "
-        "vote_drop, confidence_keep or refine; or one preset call",
+        "ep_level, vote_drop, confidence_keep, coverage_greedy, prune_to_budget, prune_to_latency or refine; or one "
+        "preset call",
         name_column_);
   }
   template <class Stage>
@@ -391,6 +433,7 @@ class policy_parser {
   int argument_count_ = 0;
   const char* expected_ = nullptr;
   const char* missing_ = nullptr;
+  double bad_value_ = std::nan("");  ///< with missing_: the out-of-range value given
   int error_column_ = 0;
 };
 
@@ -403,11 +446,17 @@ inline parse_result parse_policy(std::string_view text) noexcept { return detail
 /// on the next two lines; other failures as `to_string(status)`.
 inline std::string describe(const parse_result& result, std::string_view text) {
   if (result.outcome.code != errc::syntax_error) return to_string(result.outcome);
-  std::string message =
-      "syntax error in policy at column " + std::to_string(result.column) + ": " + result.outcome.requirement +
-      (std::isnan(result.outcome.value) ? std::string(" (") + result.outcome.parameter + ")" : std::string()) + "\n  " +
-      std::string(text) + "\n  " +
-      std::string(static_cast<std::size_t>(result.column > 0 ? result.column - 1 : 0), ' ') + "^";
+  std::string named;  // the parameter, and its value when the error is about the value
+  if (std::isnan(result.outcome.value)) {
+    named = std::string(" (") + result.outcome.parameter + ")";
+  } else if (std::string_view(result.outcome.parameter) != "policy text column") {
+    std::ostringstream value;
+    detail::write_number(value, result.outcome.value);
+    named = std::string(" (") + result.outcome.parameter + " = " + value.str() + ")";
+  }
+  std::string message = "syntax error in policy at column " + std::to_string(result.column) + ": " +
+                        result.outcome.requirement + named + "\n  " + std::string(text) + "\n  " +
+                        std::string(static_cast<std::size_t>(result.column > 0 ? result.column - 1 : 0), ' ') + "^";
   return message;
 }
 

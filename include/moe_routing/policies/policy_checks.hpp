@@ -165,6 +165,7 @@ constexpr bool routes_as_vanilla(const Policy& policy, phase step) noexcept {
 constexpr refine vanilla_assignment(refine assignment) noexcept {
   assignment.k = 0;
   assignment.max_rank = max_experts;
+  assignment.capacity = refine::no_capacity;  // exactly vanilla: no capacity re-routing either
   return assignment;
 }
 
@@ -178,6 +179,39 @@ constexpr int preferred_top_k(const Policy& policy) noexcept {
     if (widest_parameter(stage) > k) k = widest_parameter(stage);
   });
   return k;
+}
+
+/// Guarantees whose depth follows the model's top-k (a stage's `guaranteed_depth_at(top_k)`:
+/// the budget stages choose k0 per batch, up to their k, 0 meaning the model's top-k) against
+/// refine, once that top-k is known: refine must be able to assign every guaranteed rank.
+template <routing_policy Policy>
+constexpr status check_guarantees_at_top_k(const Policy& policy, int top_k) noexcept {
+  int depth = 0;
+  const char* depth_parameter = "k";
+  policy.for_each_stage([&](const auto& stage) {
+    if constexpr (requires {
+                    { stage.guaranteed_depth_at(top_k) } -> std::convertible_to<int>;
+                  }) {
+      if (stage.guaranteed_depth_at(top_k) > depth) {
+        depth = stage.guaranteed_depth_at(top_k);
+        depth_parameter = guarantee_parameter_of<std::remove_cvref_t<decltype(stage)>>();
+      }
+    }
+  });
+  status result{};
+  policy.for_each_stage([&](const auto& stage) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(stage)>, refine>) {
+      if (depth > 0 && stage.effective_k(top_k) < depth) {
+        result =
+            fail(errc::invalid_parameter, "refine.k", stage.effective_k(top_k),
+                 "must reach the deepest guarantee (a k of 0 there is the model's top-k),", depth_parameter, depth);
+      } else if (depth > 0 && stage.max_rank < depth) {
+        result = fail(errc::invalid_parameter, "refine.max_rank", stage.max_rank,
+                      "must reach every guaranteed expert: at least", depth_parameter, depth);
+      }
+    }
+  });
+  return result;
 }
 
 /// Checks a policy against a shape: validate_policy plus every stage's shape check.
@@ -197,7 +231,8 @@ constexpr status bind_policy(const Policy& policy, const binding_shape& shape) n
   policy.for_each_stage([&](const auto& stage) {
     if (result.ok()) result = bind_stage(stage, shape);
   });
-  return result;
+  MOE_ROUTING_TRY(result);
+  return check_guarantees_at_top_k(policy, shape.top_k);
 }
 
 }  // namespace moe_routing

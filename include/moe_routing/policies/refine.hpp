@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 
 #include "moe_routing/core/config.hpp"
 #include "moe_routing/policies/scoring_needs.hpp"
@@ -20,6 +21,10 @@ struct refine {
   int max_rank = max_experts;  ///< piggyback only on ranks below this
   weighting weights = weighting::renormalize;
   float scale = 1.0f;  ///< routed_scaling_factor, finite and > 0
+  /// Capacity re-routing (policies/capacity.hpp): at most this many tokens per expert where
+  /// S has room; `no_capacity` (no text can spell it) leaves the assignment uncapped.
+  static constexpr int no_capacity = std::numeric_limits<int>::min();
+  int capacity = no_capacity;
 
   static constexpr auto parameters() {
     using parameter = stage_parameter<refine>;
@@ -40,10 +45,34 @@ struct refine {
                   .kind = parameter_kind::real,
                   .real = &refine::scale,
                   .range = finite_positive},
+        parameter{.name = "capacity",
+                  .qualified = "refine.capacity",
+                  .integer = &refine::capacity,
+                  .optional = true,
+                  .range = at_least_one},
     };
   }
-  /// Raw weights are p itself, which needs the softmax denominator.
-  constexpr scoring_needs needs() const noexcept { return {false, false, weights == weighting::renormalize}; }
+  /// Raw weights are p itself, which needs the softmax denominator; so does capacity, which
+  /// orders seats by p across tokens.
+  constexpr scoring_needs needs() const noexcept {
+    return {false, false, weights == weighting::renormalize && !caps_experts()};
+  }
+  MOE_ROUTING_HOST_DEVICE constexpr bool caps_experts() const noexcept { return capacity != no_capacity; }
+  /// Capacity moves a slot to the token's best member of S with room by rank alone: it does
+  /// not apply a rank limit or the batch's group limit, so it refuses both rather than
+  /// assign an expert the assignment itself could not have chosen.
+  constexpr status bind(const binding_shape& shape) const noexcept {
+    if (!caps_experts()) return {};
+    if (max_rank < shape.experts) {
+      return fail(errc::invalid_parameter, "refine.capacity", capacity,
+                  "cannot be combined with a rank limit:", "refine.max_rank", max_rank);
+    }
+    if (shape.has_group_limit) {
+      return fail(errc::invalid_parameter, "refine.capacity", capacity,
+                  "cannot be combined with a group limit (batch.groups): a moved slot could leave the kept groups");
+    }
+    return {};
+  }
   MOE_ROUTING_HOST_DEVICE constexpr int effective_k(int top_k) const noexcept { return k == 0 ? top_k : k; }
   /// The ranks that count for a row of `experts`: those below max_rank.
   MOE_ROUTING_HOST_DEVICE constexpr int rank_limit(int experts) const noexcept {

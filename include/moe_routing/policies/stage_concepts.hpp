@@ -38,6 +38,7 @@ struct binding_shape {
   int experts = 0;  ///< E
   int top_k = 0;    ///< the model's top-k: the plan's row width
   bool has_placement = false;
+  bool has_group_limit = false;  ///< the batch limits each token to some expert groups
 };
 
 /// The shape check shared by every stage parameter that counts experts per token.

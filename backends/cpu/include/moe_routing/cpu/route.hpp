@@ -24,10 +24,14 @@
 #include "moe_routing/cpu/score_pass.hpp"
 #include "moe_routing/cpu/stage_context.hpp"
 #include "moe_routing/cpu/stages/confidence_keep.hpp"
+#include "moe_routing/cpu/stages/coverage_greedy.hpp"
 #include "moe_routing/cpu/stages/ep_fill.hpp"
+#include "moe_routing/cpu/stages/ep_level.hpp"
 #include "moe_routing/cpu/stages/greedy_mass.hpp"
 #include "moe_routing/cpu/stages/per_request.hpp"
 #include "moe_routing/cpu/stages/prune.hpp"
+#include "moe_routing/cpu/stages/prune_to_budget.hpp"
+#include "moe_routing/cpu/stages/prune_to_latency.hpp"
 #include "moe_routing/cpu/stages/refine.hpp"
 #include "moe_routing/cpu/stages/topk_union.hpp"
 #include "moe_routing/cpu/stages/user_stage.hpp"
@@ -88,7 +92,8 @@ requires std::is_execution_policy_v<std::remove_cvref_t<ExecutionPolicy>>
 [[nodiscard]] status route(const Policy& policy, const routing_batch<Element>& batch, const plan_view& plan,
                            workspace& ws, ExecutionPolicy&& exec = {}) {
   MOE_ROUTING_TRY(detail::check_call(batch, plan, ws));
-  MOE_ROUTING_TRY(bind_policy(policy, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr}));
+  MOE_ROUTING_TRY(bind_policy(
+      policy, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr, batch.groups.enabled()}));
   return detail::route_checked(policy, batch, plan, ws, exec);
 }
 

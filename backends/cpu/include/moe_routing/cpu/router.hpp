@@ -26,9 +26,9 @@ class router {
   template <score_element Element, class ExecutionPolicy = std::execution::sequenced_policy>
   void route(const routing_batch<Element>& batch, const plan_view& plan, ExecutionPolicy&& exec = {}) {
     throw_if_failed(detail::check_call(batch, plan, workspace_));
-    const binding_shape wanted{batch.experts(), plan.top_k, batch.placement != nullptr};
+    const binding_shape wanted{batch.experts(), plan.top_k, batch.placement != nullptr, batch.groups.enabled()};
     if (wanted.experts != bound_.experts || wanted.top_k != bound_.top_k ||
-        wanted.has_placement != bound_.has_placement) {
+        wanted.has_placement != bound_.has_placement || wanted.has_group_limit != bound_.has_group_limit) {
       throw_if_failed(bind_policy(policy_, wanted));
       bound_ = wanted;
     }

@@ -127,6 +127,8 @@ class stage_context {
   std::int32_t* scratch_experts() const noexcept { return ws_.order.data(); }
   /// Room for max_experts counts (votes, device loads).
   std::int32_t* scratch_counts() const noexcept { return ws_.expert_scratch.data(); }
+  /// Room for tokens() ids (a token order).
+  std::int32_t* scratch_tokens() const noexcept { return ws_.token_order.data(); }
   /// Room for max_experts device cursors.
   std::int32_t* scratch_device_cursors() const noexcept { return ws_.device_cursor.data(); }
   /// One expert set per parallel block (chunk_count() of them).

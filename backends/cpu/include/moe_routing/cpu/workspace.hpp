@@ -48,6 +48,7 @@ class workspace {
     top_gate.assign(n * k, 0);
     stats.assign(n, {});
     depth.assign(n, 0);
+    token_order.assign(n, 0);
     chunk_p.assign(chunks * e, 0);
     chunk_s.assign(chunks * e, 0);
     chunk_keys.assign(chunks * e, 0);
@@ -74,7 +75,8 @@ class workspace {
   std::vector<float> top_p;
   std::vector<float> top_gate;
   std::vector<row_stats> stats;
-  std::vector<std::int32_t> depth;  ///< guaranteed leading ranks
+  std::vector<std::int32_t> depth;        ///< guaranteed leading ranks
+  std::vector<std::int32_t> token_order;  ///< n: capacity's seat order of one slot round
   // Per chunk, E wide: scratch rows and partial column masses.
   std::vector<float> chunk_p;
   std::vector<float> chunk_s;

@@ -143,7 +143,8 @@ template <routing_policy Policy, score_element Element>
                            const workspace& ws, cudaStream_t stream = nullptr,
                            route_path path = route_path::automatic) {
   MOE_ROUTING_TRY(detail::check_call(batch, plan, ws));
-  MOE_ROUTING_TRY(bind_policy(policy, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr}));
+  MOE_ROUTING_TRY(bind_policy(
+      policy, binding_shape{batch.experts(), plan.top_k, batch.placement != nullptr, batch.groups.enabled()}));
   const auto program = detail::program_of(policy);
   const bool as_vanilla = routes_as_vanilla(policy, batch.step);
   const refine assignment = as_vanilla ? vanilla_assignment(assignment_of(policy)) : assignment_of(policy);
@@ -186,7 +187,8 @@ template <routing_policy Policy, score_element Element>
   return detail::launch_status("finish_kernel launch");
 }
 
-/// The device-side input check of the last call on `ws` (bad segments or placement).
+/// The device-side input check of the last call on `ws` (bad segments, placement or
+/// replica map arrays).
 /// Synchronises `stream`: call it in tests and tools, not in the decode loop.
 inline status input_status(const workspace& ws, cudaStream_t stream = nullptr) {
   std::int32_t error = 0;
@@ -197,6 +199,11 @@ inline status input_status(const workspace& ws, cudaStream_t stream = nullptr) {
   }
   if (error == detail::bad_placement) {
     return fail(errc::invalid_input, "placement[e]", 0, "must be in [0, device_count)");
+  }
+  if (error >= detail::bad_replicas && error < detail::bad_replicas + replica_fault_count - 1) {
+    // The rule and parameter validate_replica_map names; the offending value stays on the device.
+    const replica_fault_text text = describe(static_cast<replica_fault>(error - detail::bad_replicas + 1));
+    return fail(errc::invalid_input, text.parameter, 0, text.requirement);
   }
   return {};
 }

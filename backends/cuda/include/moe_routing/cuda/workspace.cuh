@@ -35,6 +35,7 @@ struct device_workspace {
   float* top_gate = nullptr;             ///< [n, k] their sparse top-k gates
   row_stats* stats = nullptr;            ///< [n]
   std::int32_t* depth = nullptr;         ///< [n] guaranteed ranks
+  std::int32_t* token_order = nullptr;   ///< [n] capacity's seat order of one slot round
   std::int64_t* request_mass = nullptr;  ///< [request_warps, E] per_request scratch
   // zeroed per call
   std::int64_t* sparse_mass = nullptr;    ///< [E]
@@ -53,7 +54,7 @@ namespace detail {
 
 /// Offsets of every array for a shape, 256-byte aligned; `total` is the buffer size.
 struct workspace_layout {
-  std::size_t top_ids, top_p, top_gate, stats, depth, request_mass;
+  std::size_t top_ids, top_p, top_gate, stats, depth, token_order, request_mass;
   std::size_t zeroed, sparse_mass, dense_mass, votes, expert_tokens, selected, guaranteed, active, error;
   std::size_t total;
 
@@ -72,6 +73,7 @@ struct workspace_layout {
     top_gate = take(n * k * sizeof(float));
     stats = take(n * sizeof(row_stats));
     depth = take(n * sizeof(std::int32_t));
+    token_order = take(n * sizeof(std::int32_t));
     request_mass = take(request_warps * e * sizeof(std::int64_t));
     zeroed = at;
     sparse_mass = take(e * sizeof(std::int64_t));
@@ -123,6 +125,7 @@ class workspace {
     arrays_.top_gate = reinterpret_cast<float*>(at(layout.top_gate));
     arrays_.stats = reinterpret_cast<row_stats*>(at(layout.stats));
     arrays_.depth = reinterpret_cast<std::int32_t*>(at(layout.depth));
+    arrays_.token_order = reinterpret_cast<std::int32_t*>(at(layout.token_order));
     arrays_.request_mass = reinterpret_cast<std::int64_t*>(at(layout.request_mass));
     arrays_.sparse_mass = reinterpret_cast<std::int64_t*>(at(layout.sparse_mass));
     arrays_.dense_mass = reinterpret_cast<std::int64_t*>(at(layout.dense_mass));

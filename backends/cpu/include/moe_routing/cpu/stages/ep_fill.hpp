@@ -1,11 +1,12 @@
 #pragma once
 /// \file
 /// `ep_fill` on the CPU: round-robin over devices, each below m_g experts adds its
-/// heaviest expert outside S.
+/// heaviest expert outside S (with redundant experts: one with a replica on it).
 
 #include <algorithm>
 #include <cstdint>
 
+#include "moe_routing/core/replica_map.hpp"
 #include "moe_routing/core/stage_executor.hpp"
 #include "moe_routing/cpu/backend.hpp"
 #include "moe_routing/cpu/simd/mass_ranking.hpp"
@@ -21,12 +22,22 @@ struct stage_executor<cpu_backend, ep_fill> {
     std::int32_t* load = context.scratch_counts();
     std::int32_t* cursor = context.scratch_device_cursors();
     std::fill(load, load + devices, 0);
-    context.selected.for_each([&](int e) { ++load[context.device_of(e)]; });
+    const auto& batch = context.batch();
+    const auto count_load = [&](int e) { for_each_device_of(batch, e, [&](int g) { ++load[g]; }); };
+    context.selected.for_each(count_load);
     std::int32_t* order = context.scratch_experts();
     const int available = cpu::detail::rank_unselected_by_mass(context.mass(stage.gate), context.selected, order);
-    stage.fill_devices(
-        order, available, devices, load, cursor, [&](int e) { return context.device_of(e); },
-        [&](int e) { context.selected.insert(e); });
+    const auto on_device = [&](int e, int device) {
+      bool on = false;
+      for_each_device_of(batch, e, [&](int g) { on = on || g == device; });
+      return on;
+    };
+    const auto insert = [&](int e) {
+      context.selected.insert(e);
+      count_load(e);
+    };
+    stage.fill_devices(order, available, devices, load, cursor, on_device, insert,
+                       [&](int e) { return context.selected.contains(e); });
   }
 };
 

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "moe_routing/core/replica_map.hpp"
 #include "moe_routing/core/stage_executor.hpp"
 #include "moe_routing/core/status.hpp"
 #include "moe_routing/cpu/backend.hpp"
 #include "moe_routing/cpu/simd/value_top_k.hpp"
+#include "moe_routing/cpu/stages/capacity.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
 #include "moe_routing/policies/refine.hpp"
 
@@ -144,6 +146,14 @@ void write_summary(Context& context, const plan_view& plan) {
       std::fill(ids, ids + width, empty_row_id(plan.pad, lowest));
     }
   }
+  if (context.batch().has_replicas()) {
+    // Redundant experts (core/replica_map.hpp): loads count the physical slots dispatched
+    // to, and the physical ids are written when asked; after the padding, which they follow.
+    std::int32_t* loads = plan.device_loads != nullptr ? plan.device_loads : context.scratch_counts();
+    expert_set used;
+    summary.max_device_load = dispatch_to_replicas(context.batch().replicas, plan.ids, plan.counts, n, width,
+                                                   plan.physical_ids, loads, context.scratch_device_cursors(), used);
+  }
 }
 
 /// Assigns, weighs and pads every row, then writes the batch summary.
@@ -175,6 +185,7 @@ status assign_tokens(const refine& stage, Context& context, const plan_view& pla
     }
   });
 
+  if (stage.caps_experts()) reroute_over_capacity(stage, context, plan);  // stages/capacity.hpp
   write_summary(context, plan);
   return {};
 }

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "moe_routing/cuda/kernels/capacity_pass.cuh"
+#include "moe_routing/cuda/kernels/replica_dispatch.cuh"
 #include "moe_routing/cuda/kernels/warp_row.cuh"
 #include "moe_routing/cuda/stages/set_stages.cuh"
 #include "moe_routing/cuda/workspace.cuh"
@@ -16,8 +18,9 @@
 
 namespace moe_routing::cuda::detail {
 
-/// Device-side input errors, in `device_workspace::error`.
-enum input_error : std::int32_t { no_input_error = 0, bad_segments = 1, bad_placement = 2 };
+/// Device-side input errors, in `device_workspace::error`. A bad replica map is recorded as
+/// `bad_replicas + fault - 1` (`replica_fault`, replica_map.hpp), so the status names it.
+enum input_error : std::int32_t { no_input_error = 0, bad_segments = 1, bad_placement = 2, bad_replicas = 3 };
 
 /// Everything a kernel of the call reads, passed by value.
 /// `Program` is the policy the set stages run: its runtime form, or a compiled pipeline
@@ -215,6 +218,47 @@ __device__ inline bool bad_segment_entry(const std::int32_t* segments, int reque
   return r == requests && segments[requests] != tokens;
 }
 
+/// The first `replica_fault` of a map's arrays and of the placement against it (0: none),
+/// in the order `validate_batch` finds them on the host: a slot holding no expert, then
+/// the rows in expert order (the first fault of the lowest expert, reduced on
+/// e * replica_fault_count + fault), then the counts' sum, then `placed_on_first_replica`
+/// (`slot_holds_expert`, `check_replica_row`), every thread of the block a share. Every
+/// thread calls it and gets the same answer. One block.
+__device__ inline int replica_map_fault(const replica_map& map, const std::int32_t* placement) {
+  constexpr int none = 0x7fffffff;
+  __shared__ int first, total;
+  if (threadIdx.x == 0) first = none, total = 0;
+  __syncthreads();
+  // A slot fault keys below every row's (no row returns slot_expert, so e = 0 with that
+  // fault is free), as the host checks every slot before the first row.
+  int key = none, counted = 0;
+  for (int p = static_cast<int>(threadIdx.x); p < map.physical_count; p += blockDim.x) {
+    if (!slot_holds_expert(map, p)) key = static_cast<int>(replica_fault::slot_expert);
+  }
+  for (int e = static_cast<int>(threadIdx.x); e < map.experts; e += blockDim.x) {
+    const replica_row_check check = check_replica_row(map, e);
+    if (check.fault == replica_fault::none) {
+      counted += map.replica_counts[e];
+    } else {
+      key = min(key, e * replica_fault_count + static_cast<int>(check.fault));
+    }
+  }
+  atomicMin(&first, key);
+  atomicAdd(&total, counted);
+  __syncthreads();
+  int fault = first == none ? 0 : first % replica_fault_count;
+  if (fault == 0 && total != map.physical_count) fault = static_cast<int>(replica_fault::counts_sum);
+  bool misplaced = false;
+  if (fault == 0) {  // the map is valid: its rows may be read
+    for (int e = static_cast<int>(threadIdx.x); e < map.experts; e += blockDim.x) {
+      misplaced = misplaced || !placed_on_first_replica(map, placement, e);
+    }
+  }
+  // Also orders every thread's read of `first` and `total` before a later call resets them.
+  if (__syncthreads_or(misplaced) != 0) fault = static_cast<int>(replica_fault::first_device);
+  return fault;
+}
+
 /// Checks the optional arrays the host could not read, every thread of the block a share;
 /// on failure records which and returns false (the stages then leave S empty and every row
 /// empty). One block.
@@ -232,9 +276,12 @@ __device__ bool inputs_valid(const Call& c) {
       placement_bad = placement_bad || !is_device_of_placement(batch.placement[e], batch.device_count);
     }
   }
+  const int replicas_fault = batch.has_replicas() ? replica_map_fault(batch.replicas, batch.placement) : 0;
   segments_bad = __syncthreads_or(segments_bad) != 0;
   placement_bad = __syncthreads_or(placement_bad) != 0;
-  const int error = segments_bad ? bad_segments : placement_bad ? bad_placement : no_input_error;
+  int error = replicas_fault != 0 ? bad_replicas + replicas_fault - 1 : no_input_error;
+  if (placement_bad) error = bad_placement;
+  if (segments_bad) error = bad_segments;
   if (threadIdx.x == 0 && error != no_input_error) *c.ws.error = error;
   return error == no_input_error;
 }
@@ -242,12 +289,14 @@ __device__ bool inputs_valid(const Call& c) {
 /// Writes the plan summary (SPEC section 4) and pads the rows of invalid tokens. One block.
 template <class Call>
 __device__ void finish_plan(const Call& c, const std::uint32_t* selected, block_sets& sh) {
+  if (c.assignment.caps_experts()) reroute_over_capacity_on_block(c, selected, sh.cursor);  // capacity_pass.cuh
   plan_summary& summary = *c.plan.summary;
   const std::uint32_t* active = c.ws.active;
   for (int w = static_cast<int>(threadIdx.x); w < expert_set::word_count; w += blockDim.x) {
     summary.active.set_word(w, set_word64(active, w));
     summary.selected.set_word(w, set_word64(selected, w));
   }
+  const bool inputs_usable = *c.ws.error == no_input_error;
   const bool placement_usable = c.batch.placement != nullptr && *c.ws.error != bad_placement;
   const int devices = placement_usable ? c.batch.device_count : 0;
   for (int g = static_cast<int>(threadIdx.x); g < devices; g += blockDim.x) sh.scratch[g] = 0;
@@ -272,7 +321,7 @@ __device__ void finish_plan(const Call& c, const std::uint32_t* selected, block_
     if (c.plan.device_loads != nullptr) c.plan.device_loads[g] = sh.scratch[g];
   }
   __syncthreads();
-  if (c.plan.pad.kind != padding_kind::repeat) return;
+  if (c.plan.pad.kind != padding_kind::repeat) return dispatch_to_replicas_on_block(c, sh, inputs_usable);
   // Rows of invalid tokens repeat the batch's lowest active expert (no extra load).
   const int fill = empty_row_id(c.plan.pad, sh.count);
   const int width = c.plan.top_k;
@@ -280,6 +329,7 @@ __device__ void finish_plan(const Call& c, const std::uint32_t* selected, block_
     if (c.plan.counts[token] != 0) continue;
     for (int j = 0; j < width; ++j) c.plan.ids[static_cast<std::size_t>(token) * width + j] = fill;
   }
+  dispatch_to_replicas_on_block(c, sh, inputs_usable);  // replica_dispatch.cuh
 }
 
 __device__ inline int warp_index() { return static_cast<int>(threadIdx.x) / warp_lanes; }
