@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "bodies/hand_examples.hpp"
 #include "bodies/invariants.hpp"
 #include "naive_capacity.hpp"
+#include "permuted_requests.hpp"
 #include "plan_checks.hpp"
 #include "test_support.hpp"
 
@@ -165,48 +165,15 @@ void capacity_permuted_requests_permute_rows() {
     }
     p.type = element::f32;
     store_scores(p, values);
-    std::vector<std::int32_t> offsets = {0};
-    while (offsets.back() < p.ref.n)
-      offsets.push_back(std::min(p.ref.n, offsets.back() + std::uniform_int_distribution<int>(1, 4)(rng)));
-    set_segments(p, offsets);
+    set_segments(p, random_request_offsets(p.ref.n, rng));
     const int c = std::uniform_int_distribution<int>(1, std::max(1, p.ref.n / 2))(rng);
     const std::string text = capacity_base_text(rng, p) + " | capacity(c=" + std::to_string(c) + ")";
     CAPTURE(trial);
     CAPTURE(text);
     const auto policy = mr::parse_policy_or_throw(text);
     const auto before = route_on<Runner>(p, policy);
-
-    const int requests = static_cast<int>(offsets.size()) - 1;
-    std::vector<int> permutation(requests);
-    std::iota(permutation.begin(), permutation.end(), 0);
-    std::shuffle(permutation.begin(), permutation.end(), rng);
-    problem q = p;
-    std::vector<float> moved;
-    std::vector<std::uint8_t> mask;
-    std::vector<int> source_row;
-    std::vector<std::int32_t> moved_offsets = {0};
-    for (int r : permutation) {
-      for (int i = offsets[r]; i < offsets[r + 1]; ++i) {
-        for (int e = 0; e < p.ref.E; ++e) moved.push_back(values[static_cast<std::size_t>(i) * p.ref.E + e]);
-        if (!p.ref.mask.empty()) mask.push_back(p.ref.mask[i]);
-        source_row.push_back(i);
-      }
-      moved_offsets.push_back(static_cast<int>(source_row.size()));
-    }
-    set_segments(q, moved_offsets);
-    q.ref.mask = mask;
-    store_scores(q, moved);
-    const auto after = route_on<Runner>(q, policy);
-    REQUIRE(after.summary().active == before.summary().active);
-    REQUIRE(after.summary().selected == before.summary().selected);
-    REQUIRE(after.expert_tokens() == before.expert_tokens());
-    for (int row = 0; row < q.ref.n; ++row) {
-      REQUIRE(after.count(row) == before.count(source_row[row]));
-      for (int j = 0; j < p.top_k; ++j) {
-        REQUIRE(after.id(row, j) == before.id(source_row[row], j));
-        REQUIRE(after.weight(row, j) == before.weight(source_row[row], j));
-      }
-    }
+    const permuted_requests moved = permute_requests(p, rng);
+    check_rows_permuted(before, route_on<Runner>(moved.permuted, policy), moved.source_row, p.top_k);
   }
 }
 

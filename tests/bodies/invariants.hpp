@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 
 #include "backends/backend_test_case.hpp"
 #include "backends/route_on.hpp"
+#include "permuted_requests.hpp"
 #include "test_support.hpp"
 
 namespace test::bodies {
@@ -166,49 +166,13 @@ void permuted_requests_permute_rows() {
   for (int trial = 0; trial < 200; ++trial) {
     problem p = random_problem(rng);
     if (p.ref.n == 0) continue;
-    if (p.segments.empty()) {
-      std::vector<std::int32_t> offsets = {0};
-      while (offsets.back() < p.ref.n)
-        offsets.push_back(std::min(p.ref.n, offsets.back() + std::uniform_int_distribution<int>(1, 4)(rng)));
-      set_segments(p, offsets);
-    }
+    if (p.segments.empty()) set_segments(p, random_request_offsets(p.ref.n, rng));
     const std::string text = random_policy_text(rng, p);
     CAPTURE(text);
     const auto policy = mr::parse_policy_or_throw(text);
     const auto before = route_on<Runner>(p, policy);
-
-    const int requests = static_cast<int>(p.segments.size()) - 1;
-    std::vector<int> permutation(requests);
-    std::iota(permutation.begin(), permutation.end(), 0);
-    std::shuffle(permutation.begin(), permutation.end(), rng);
-    problem q = p;
-    std::vector<float> values;
-    std::vector<std::uint8_t> mask;
-    std::vector<int> source_row;
-    std::vector<std::int32_t> offsets = {0};
-    for (int r : permutation) {
-      for (int i = p.segments[r]; i < p.segments[r + 1]; ++i) {
-        for (int e = 0; e < p.ref.E; ++e) values.push_back(p.ref.x[static_cast<std::size_t>(i) * p.ref.E + e]);
-        if (!p.ref.mask.empty()) mask.push_back(p.ref.mask[i]);
-        source_row.push_back(i);
-      }
-      offsets.push_back(static_cast<int>(source_row.size()));
-    }
-    set_segments(q, offsets);
-    q.ref.mask = mask;
-    q.type = element::f32;
-    store_scores(q, values);
-    const auto after = route_on<Runner>(q, policy);
-    REQUIRE(after.summary().active == before.summary().active);
-    REQUIRE(after.summary().selected == before.summary().selected);
-    REQUIRE(after.expert_tokens() == before.expert_tokens());
-    for (int row = 0; row < q.ref.n; ++row) {
-      REQUIRE(after.count(row) == before.count(source_row[row]));
-      for (int j = 0; j < p.top_k; ++j) {
-        REQUIRE(after.id(row, j) == before.id(source_row[row], j));
-        REQUIRE(after.weight(row, j) == before.weight(source_row[row], j));
-      }
-    }
+    const permuted_requests moved = permute_requests(p, rng);
+    check_rows_permuted(before, route_on<Runner>(moved.permuted, policy), moved.source_row, p.top_k);
   }
 }
 

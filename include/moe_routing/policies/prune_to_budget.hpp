@@ -33,6 +33,15 @@ MOE_ROUTING_HOST_DEVICE constexpr int deepest_fitting_depth(const std::int32_t* 
   return depth;
 }
 
+/// The deepest k0 a budget stage (prune_to_budget, prune_to_latency) tries, from its `k`:
+/// 0 means the model's top-k.
+MOE_ROUTING_HOST_DEVICE constexpr int budget_deepest_depth(int k, int top_k) noexcept { return k == 0 ? top_k : k; }
+
+/// The deepest guarantee a budget stage promises before the model's top-k is known: its
+/// `k`, or one rank for k = 0. Never 0, since k0 = 1 is kept even when nothing fits, so a
+/// stage that replaces S is refused after it.
+constexpr int budget_guaranteed_depth(int k) noexcept { return k > 0 ? k : 1; }
+
 struct prune_to_budget {
   static constexpr stage_role role = stage_role::set;
   static constexpr set_effect effect = set_effect::adds;
@@ -60,10 +69,9 @@ struct prune_to_budget {
   constexpr scoring_needs needs() const noexcept { return {}; }
   /// The deepest guarantee, when the policy is built (k = 0: the model's top-k, known at
   /// bind, `guaranteed_depth_at`). The depth of a batch is chosen when it is routed.
-  /// At least one rank is always guaranteed, so a stage that replaces S is refused after it.
-  constexpr int guaranteed_depth() const noexcept { return k > 0 ? k : 1; }
+  constexpr int guaranteed_depth() const noexcept { return budget_guaranteed_depth(k); }
   constexpr int guaranteed_depth_at(int top_k) const noexcept { return effective_k(top_k); }
-  MOE_ROUTING_HOST_DEVICE constexpr int effective_k(int top_k) const noexcept { return k == 0 ? top_k : k; }
+  MOE_ROUTING_HOST_DEVICE constexpr int effective_k(int top_k) const noexcept { return budget_deepest_depth(k, top_k); }
 
   /// Whether a baseline union of `union_size` experts fits the budget.
   MOE_ROUTING_HOST_DEVICE constexpr bool fits(int union_size, int /*valid_tokens*/, int /*top_k*/) const noexcept {

@@ -62,10 +62,9 @@ struct prune_to_latency {
   /// Reads only the order of each token's top-k.
   constexpr scoring_needs needs() const noexcept { return {}; }
   /// As prune_to_budget's: the deepest guarantee; the batch's own depth is chosen when routed.
-  /// At least one rank is always guaranteed, so a stage that replaces S is refused after it.
-  constexpr int guaranteed_depth() const noexcept { return k > 0 ? k : 1; }
+  constexpr int guaranteed_depth() const noexcept { return budget_guaranteed_depth(k); }
   constexpr int guaranteed_depth_at(int top_k) const noexcept { return effective_k(top_k); }
-  MOE_ROUTING_HOST_DEVICE constexpr int effective_k(int top_k) const noexcept { return k == 0 ? top_k : k; }
+  MOE_ROUTING_HOST_DEVICE constexpr int effective_k(int top_k) const noexcept { return budget_deepest_depth(k, top_k); }
 
   /// The modelled time of a baseline union of `union_size` experts, in double precision
   /// (the same arithmetic as `latency_model::time`).
