@@ -44,7 +44,6 @@ template <int Tokens, class Weight>
 MOE_ROUTING_TARGET_AVX2 void avx2_tile(const row_block<Weight>& block, int cols, const float* __restrict x,
                                        std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
   constexpr int lanes = 8;
-  constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(Weight));
   __m256 acc[block_rows][Tokens];
   MOE_ROUTING_UNROLL
   for (auto& row : acc) {
@@ -53,12 +52,7 @@ MOE_ROUTING_TARGET_AVX2 void avx2_tile(const row_block<Weight>& block, int cols,
   }
   const int full = cols / lanes * lanes;
   for (int c = 0; c < full; c += lanes) {
-    if (block.prefetch) {
-      MOE_ROUTING_UNROLL
-      for (int i = 0; i < block_rows; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(prefetch_target(block, i, c, ahead, cols)), _MM_HINT_T0);
-      }
-    }
+    prefetch_step(block, c, cols);
     __m256 w[block_rows];
     MOE_ROUTING_UNROLL
     for (int i = 0; i < block_rows; ++i) w[i] = load_widened8(block.rows[i] + c);

@@ -34,7 +34,6 @@ template <int Tokens>
 MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, int cols, const bfloat16* __restrict x,
                                               std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
   constexpr int columns = 32;
-  constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(bfloat16));
   __m512 acc[block_rows][Tokens];
   MOE_ROUTING_UNROLL
   for (auto& row : acc) {
@@ -43,12 +42,7 @@ MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, 
   }
   for (int c = 0; c < cols; c += columns) {
     const __mmask32 valid = cols - c >= columns ? ~__mmask32(0) : static_cast<__mmask32>((1u << (cols - c)) - 1u);
-    if (block.prefetch) {
-      MOE_ROUTING_UNROLL
-      for (int i = 0; i < block_rows; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(prefetch_target(block, i, c, ahead, cols)), _MM_HINT_T0);
-      }
-    }
+    prefetch_step(block, c, cols);
     __m512bh w[block_rows];
     MOE_ROUTING_UNROLL
     for (int i = 0; i < block_rows; ++i) w[i] = load_pairs(block.rows[i] + c, valid);

@@ -41,7 +41,6 @@ template <int Tokens, class Weight>
 MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int cols, const float* __restrict x,
                                            std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
   constexpr int lanes = 16;
-  constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(Weight));
   __m512 acc[block_rows][Tokens];
   MOE_ROUTING_UNROLL
   for (auto& row : acc) {
@@ -50,12 +49,7 @@ MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int c
   }
   for (int c = 0; c < cols; c += lanes) {
     const __mmask16 valid = cols - c >= lanes ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (cols - c)) - 1u);
-    if (block.prefetch) {
-      MOE_ROUTING_UNROLL
-      for (int i = 0; i < block_rows; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(prefetch_target(block, i, c, ahead, cols)), _MM_HINT_T0);
-      }
-    }
+    prefetch_step(block, c, cols);
     __m512 w[block_rows];
     MOE_ROUTING_UNROLL
     for (int i = 0; i < block_rows; ++i) w[i] = load_widened(block.rows[i] + c, valid);

@@ -9,7 +9,9 @@
 /// groups pass over them, instead of the whole item's rows being swept again from L2 for
 /// every 16 tokens. While the first token group works through a block, the kernel prefetches
 /// ahead along each row and on into the same row of the next block, so memory keeps
-/// streaming through the block's epilogue.
+/// streaming through the block's epilogue. The later token groups of a busy expert find the
+/// block in L1 and compute only: they share out the rest of the next block's lines between
+/// them, so that memory keeps streaming while they compute (`prefetch_step`).
 ///
 /// Gate and up are swept together (two rows of each per block), and the SwiGLU activation
 /// of each (row, token) is written as soon as both sums exist: no pass over a float buffer
@@ -27,13 +29,13 @@ inline constexpr int block_rows = 4;
 inline constexpr int max_tile_tokens = 6;
 
 /// A block of weight rows for `multiply_tile`, with where each row's prefetch goes once it
-/// runs past the row's end (the same row of the next block). `prefetch` is false for all
-/// but the first token group: the rows are already in cache.
+/// runs past the row's end (the same row of the next block), and which pass of the token
+/// groups over the block this is (`prefetch_step`).
 template <class Weight>
 struct row_block {
   const Weight* rows[block_rows] = {};
   const Weight* next[block_rows] = {};
-  bool prefetch = true;
+  int pass = 0;
 };
 
 /// One tile's sums: [row of the block][token of the group].
@@ -50,19 +52,51 @@ inline const Weight* prefetch_target(const row_block<Weight>& block, int row, in
   return at < cols ? block.rows[row] + at : block.next[row] + (at - cols);
 }
 
-/// Multiplies `block` by `m` activation rows, a tile of the kernel's token count at a time,
-/// handing each tile's sums to `take(first_token, tokens, sums)`. Only the first tile
-/// prefetches: the later ones find the block in L1.
+/// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
+/// column step):
+///   - the first pass streams the block: `prefetch_bytes` ahead along each row, and from
+///     the row's end on into the next block's row (into L1: the kernel reads it next);
+///   - the second pass (an expert with more tokens than one tile) finds the block in L1 and
+///     would leave memory idle while it computes, and one core alone cannot draw the
+///     machine's bandwidth, so it asks for the next block and the one after it, a line per
+///     row per step, into L2 (L1 holds this block and the activations). Two blocks ahead
+///     keep requests in flight through the next block's first pass, which then finds its
+///     rows in L2 and only computes;
+///   - later passes compute only.
+/// Measured on Zen 5 against the first pass alone: 0.92 of the time at n = 64 and 0.88 at
+/// n = 16 (docs/benchmarks/executor_zen5.md). Always inlined: GCC deems a function that
+/// only prefetches free of effects and drops the call.
+template <class Weight>
+[[gnu::always_inline]] inline void prefetch_step(const row_block<Weight>& block, int c, int cols) noexcept {
+  constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(Weight));
+  constexpr int line_columns = 64 / static_cast<int>(sizeof(Weight));
+  if (block.pass == 0) {
+    for (int i = 0; i < block_rows; ++i) __builtin_prefetch(prefetch_target(block, i, c, ahead, cols), 0, 3);
+  } else if (block.pass == 1 && c % line_columns == 0) {
+    for (int i = 0; i < block_rows; ++i) {
+      const Weight* after_next = block.next[i] + (block.next[i] - block.rows[i]);
+      __builtin_prefetch(block.next[i] + c, 0, 2);
+      __builtin_prefetch(after_next + c, 0, 2);
+    }
+  }
+}
+
+/// Multiplies `block` by `m` activation rows in passes of at most the kernel's tile of tokens,
+/// as even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one token
+/// leaves the multiply-add units mostly waiting), handing each tile's sums to
+/// `take(first_token, tokens, sums)`.
 template <class Kernel, class Weight, class Input, class Take>
 void multiply_token_tiles(Kernel kernel, row_block<Weight>& block, int cols, const Input* x, std::ptrdiff_t x_stride,
                           int m, Take&& take) {
   constexpr int group = tile_tokens_of(Kernel{});
-  for (int t0 = 0; t0 < m; t0 += group) {
-    const int tokens = std::min(group, m - t0);
-    block.prefetch = t0 == 0;
+  const int passes = (m + group - 1) / group;
+  for (int pass = 0, t0 = 0; pass < passes; ++pass) {
+    const int tokens = m / passes + (pass < m % passes ? 1 : 0);
+    block.pass = pass;
     tile_sums sums;
     multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
     take(t0, tokens, sums);
+    t0 += tokens;
   }
 }
 
