@@ -21,11 +21,43 @@
 #include "moe_routing/core/selected_set.hpp"
 #include "moe_routing/core/stage_context.hpp"
 #include "moe_routing/cpu/chunk_runner.hpp"
+#include "moe_routing/cpu/simd/avx512_warnings.hpp"
+#include "moe_routing/cpu/simd/cpu_features.hpp"
+#include "moe_routing/cpu/simd/isa_targets.hpp"
 #include "moe_routing/cpu/simd/value_top_k.hpp"
 #include "moe_routing/cpu/workspace.hpp"
 #include "moe_routing/policies/stage_concepts.hpp"
 
 namespace moe_routing::cpu {
+
+namespace detail {
+#if MOE_ROUTING_X86_KERNELS
+MOE_ROUTING_AVX512_WARNINGS_OFF
+/// `score_row` with everything it calls inlined and compiled for AVX-512: the conversions,
+/// maxima, divisions and keys over all E experts of a row, which a consumer's build for the
+/// x86-64 baseline otherwise runs 4 lanes (or 1) at a time (Lynx-Acc's confidence and every
+/// full-softmax policy score each row this way). The same values bit for bit: the exps are
+/// the same library call per expert and the sums keep their order (`weight_sum`).
+template <score_element Element>
+[[gnu::flatten]] MOE_ROUTING_TARGET_AVX512 row_stats score_row_avx512(const Element* row, int experts, scoring mode,
+                                                                      const float* bias, const group_limit& groups,
+                                                                      float* p, rank_key* keys,
+                                                                      float* scratch) noexcept {
+  return score_row(row, experts, mode, bias, groups, p, keys, scratch);
+}
+MOE_ROUTING_AVX512_WARNINGS_ON
+#endif
+
+/// `score_row` by the CPU's best vector width (`cpu_features.hpp`).
+template <score_element Element>
+row_stats score_row_dispatched(const Element* row, int experts, scoring mode, const float* bias,
+                               const group_limit& groups, float* p, rank_key* keys, float* scratch) noexcept {
+#if MOE_ROUTING_X86_KERNELS
+  if (cpu_runs(isa_level::avx512)) return score_row_avx512(row, experts, mode, bias, groups, p, keys, scratch);
+#endif
+  return score_row(row, experts, mode, bias, groups, p, keys, scratch);
+}
+}  // namespace detail
 
 template <score_element Element, class ExecutionPolicy>
 class stage_context {
@@ -70,8 +102,8 @@ class stage_context {
   /// Scores the full row of a token: p and rank keys of every expert (group limit
   /// applied) into `scratch_p(chunk)` and `scratch_keys(chunk)`.
   row_stats score_full_row(int token, int chunk) const noexcept {
-    return score_row(batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups, scratch_p(chunk),
-                     scratch_keys(chunk), scratch_s(chunk));
+    return detail::score_row_dispatched(batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups,
+                                        scratch_p(chunk), scratch_keys(chunk), scratch_s(chunk));
   }
   /// Rank keys of every expert of a token's row into `scratch_keys(chunk)`, without
   /// its p where the scoring allows; p of any expert is then `probability(token, e)`.
