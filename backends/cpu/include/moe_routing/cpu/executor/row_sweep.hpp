@@ -1,17 +1,17 @@
 #pragma once
 /// \file
 /// How the row kernels (`kernel_tags.hpp`) walk a projection: blocks of `block_rows` weight
-/// rows, each multiplied by every token of the expert, `tile_tokens_of(kernel)` tokens at a
-/// time, by the kernel's `multiply_tile` (one overload per tag, compiled for its ISA).
+/// rows, each multiplied by every token of the expert in passes of at most
+/// `tile_tokens_of(kernel)` tokens, by the kernel's `multiply_tile` (one overload per tag,
+/// compiled for its ISA).
 ///
 /// Each weight row is read from memory once per call whatever the token count: a block's
 /// rows (4 x d x 2 bytes, 16 KiB for d = 2048 in bfloat16) stay in L1 while further token
 /// groups pass over them, instead of the whole item's rows being swept again from L2 for
 /// every 16 tokens. While the first token group works through a block, the kernel prefetches
 /// ahead along each row and on into the same row of the next block, so memory keeps
-/// streaming through the block's epilogue. The later token groups of a busy expert find the
-/// block in L1 and compute only: they share out the rest of the next block's lines between
-/// them, so that memory keeps streaming while they compute (`prefetch_step`).
+/// streaming through the block's epilogue. The second token group of a busy expert finds the
+/// block in L1 and asks for the next two blocks while it computes (`prefetch_step`).
 ///
 /// Gate and up are swept together (two rows of each per block), and the SwiGLU activation
 /// of each (row, token) is written as soon as both sums exist: no pass over a float buffer
@@ -58,14 +58,15 @@ inline const Weight* prefetch_target(const row_block<Weight>& block, int row, in
 ///     the row's end on into the next block's row (into L1: the kernel reads it next);
 ///   - the second pass (an expert with more tokens than one tile) finds the block in L1 and
 ///     would leave memory idle while it computes, and one core alone cannot draw the
-///     machine's bandwidth, so it asks for the next block and the one after it, a line per
-///     row per step, into L2 (L1 holds this block and the activations). Two blocks ahead
+///     machine's bandwidth, so it asks for the same row of the next block and of the one
+///     after it at each 64 bytes of columns, into L2 (L1 holds this block and the
+///     activations). Two blocks ahead
 ///     keep requests in flight through the next block's first pass, which then finds its
 ///     rows in L2 and only computes;
 ///   - later passes compute only.
-/// Measured on Zen 5 against the first pass alone: 0.92 of the time at n = 64 and 0.88 at
-/// n = 16 (docs/benchmarks/executor_zen5.md). Always inlined: GCC deems a function that
-/// only prefetches free of effects and drops the call.
+/// Measured on Zen 5 against prefetching in the first pass only: 0.93 of the time at n = 64,
+/// 0.96 at n = 16 (docs/benchmarks/executor_zen5.md). Always inlined: compiled as a separate
+/// function, GCC 12 at -O1 and up left neither the call nor a prefetch in the kernels.
 template <class Weight>
 [[gnu::always_inline]] inline void prefetch_step(const row_block<Weight>& block, int c, int cols) noexcept {
   constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(Weight));
