@@ -60,9 +60,8 @@ inline const Weight* prefetch_target(const row_block<Weight>& block, int row, in
 ///     would leave memory idle while it computes, and one core alone cannot draw the
 ///     machine's bandwidth, so it asks for the same row of the next block and of the one
 ///     after it at each 64 bytes of columns, into L2 (L1 holds this block and the
-///     activations). Two blocks ahead
-///     keep requests in flight through the next block's first pass, which then finds its
-///     rows in L2 and only computes;
+///     activations). Two blocks ahead keep requests in flight through the next block's
+///     first pass, which then finds its rows in L2 and only computes;
 ///   - later passes compute only.
 /// Measured on Zen 5 against prefetching in the first pass only: 0.93 of the time at n = 64,
 /// 0.96 at n = 16 (docs/benchmarks/executor_zen5.md). Always inlined: compiled as a separate
