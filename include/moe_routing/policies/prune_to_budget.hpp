@@ -40,7 +40,7 @@ MOE_ROUTING_HOST_DEVICE constexpr int budget_deepest_depth(int k, int top_k) noe
 /// The deepest guarantee a budget stage promises before the model's top-k is known: its
 /// `k`, or one rank for k = 0. Never 0, since k0 = 1 is kept even when nothing fits, so a
 /// stage that replaces S is refused after it.
-constexpr int budget_guaranteed_depth(int k) noexcept { return k > 0 ? k : 1; }
+MOE_ROUTING_HOST_DEVICE constexpr int budget_guaranteed_depth(int k) noexcept { return k > 0 ? k : 1; }
 
 struct prune_to_budget {
   static constexpr stage_role role = stage_role::set;

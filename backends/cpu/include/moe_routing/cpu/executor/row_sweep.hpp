@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "moe_routing/core/half.hpp"
 
@@ -28,15 +29,32 @@ namespace moe_routing::cpu {
 inline constexpr int block_rows = 4;
 inline constexpr int max_tile_tokens = 6;
 
-/// A block of weight rows for `multiply_tile`, with where each row's prefetch goes once it
-/// runs past the row's end (the same row of the next block), and which pass of the token
-/// groups over the block this is (`prefetch_step`).
+/// A block of weight rows for `multiply_tile`, with how far (in bytes) each row is from the
+/// same row of the next block, where the prefetches go once they run past the row's end, and
+/// which pass of the token groups over the block this is (`prefetch_step`).
 template <class Weight>
 struct row_block {
   const Weight* rows[block_rows] = {};
-  const Weight* next[block_rows] = {};
+  std::ptrdiff_t next_block_bytes = 0;
   int pass = 0;
 };
+
+/// Tells the CPU that the cache line holding `address` is wanted soon (`Locality` as
+/// `__builtin_prefetch`'s). The addresses the sweep prefetches are integers, not pointers: past a
+/// matrix's last block they lie beyond the matrix (or any object), where forming a pointer
+/// would be undefined behaviour; a prefetch of any address is harmless (it never faults).
+template <int Locality>
+[[gnu::always_inline]] inline void prefetch_address(std::uintptr_t address) noexcept {
+  __builtin_prefetch(reinterpret_cast<const void*>(address), 0, Locality);
+}
+
+/// The address of element `column` of row `row`'s counterpart `blocks_on` blocks further on.
+template <class Weight>
+[[gnu::always_inline]] inline std::uintptr_t address_ahead(const row_block<Weight>& block, int row, int blocks_on,
+                                                           int column) noexcept {
+  return reinterpret_cast<std::uintptr_t>(block.rows[row]) +
+         static_cast<std::uintptr_t>(blocks_on * block.next_block_bytes + column * std::ptrdiff_t{sizeof(Weight)});
+}
 
 /// One tile's sums: [row of the block][token of the group].
 using tile_sums = float[block_rows][max_tile_tokens];
@@ -47,9 +65,10 @@ inline constexpr int prefetch_bytes = 1024;
 /// Where a kernel at column `c` of a `cols`-long row prefetches, `ahead` elements on: along
 /// the row, then into the next block's row.
 template <class Weight>
-inline const Weight* prefetch_target(const row_block<Weight>& block, int row, int c, int ahead, int cols) noexcept {
+[[gnu::always_inline]] inline std::uintptr_t prefetch_target(const row_block<Weight>& block, int row, int c, int ahead,
+                                                             int cols) noexcept {
   const int at = c + ahead;
-  return at < cols ? block.rows[row] + at : block.next[row] + (at - cols);
+  return at < cols ? address_ahead(block, row, 0, at) : address_ahead(block, row, 1, at - cols);
 }
 
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
@@ -71,12 +90,11 @@ template <class Weight>
   constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(Weight));
   constexpr int line_columns = 64 / static_cast<int>(sizeof(Weight));
   if (block.pass == 0) {
-    for (int i = 0; i < block_rows; ++i) __builtin_prefetch(prefetch_target(block, i, c, ahead, cols), 0, 3);
+    for (int i = 0; i < block_rows; ++i) prefetch_address<3>(prefetch_target(block, i, c, ahead, cols));
   } else if (block.pass == 1 && c % line_columns == 0) {
     for (int i = 0; i < block_rows; ++i) {
-      const Weight* after_next = block.next[i] + (block.next[i] - block.rows[i]);
-      __builtin_prefetch(block.next[i] + c, 0, 2);
-      __builtin_prefetch(after_next + c, 0, 2);
+      prefetch_address<2>(address_ahead(block, i, 1, c));
+      prefetch_address<2>(address_ahead(block, i, 2, c));
     }
   }
 }
@@ -89,6 +107,7 @@ template <class Kernel, class Weight, class Input, class Take>
 void multiply_token_tiles(Kernel kernel, row_block<Weight>& block, int cols, const Input* x, std::ptrdiff_t x_stride,
                           int m, Take&& take) {
   constexpr int group = tile_tokens_of(Kernel{});
+  static_assert(group >= 1 && group <= max_tile_tokens, "a kernel's tile of tokens must fit in tile_sums");
   const int passes = (m + group - 1) / group;
   for (int pass = 0, t0 = 0; pass < passes; ++pass) {
     const int tokens = m / passes + (pass < m % passes ? 1 : 0);
@@ -108,9 +127,9 @@ void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end,
   for (int r0 = row_begin; r0 < row_end; r0 += block_rows) {
     const int count = std::min(block_rows, row_end - r0);
     row_block<Weight> block;
+    block.next_block_bytes = std::ptrdiff_t{block_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
     for (int i = 0; i < block_rows; ++i) {  // a short block repeats its last row: same work, result unused
       block.rows[i] = matrix + static_cast<std::ptrdiff_t>(r0 + std::min(i, count - 1)) * cols;
-      block.next[i] = block.rows[i] + static_cast<std::ptrdiff_t>(block_rows) * cols;
     }
     multiply_token_tiles(kernel, block, cols, x, x_stride, m, [&](int t0, int tokens, const tile_sums& sums) {
       for (int t = 0; t < tokens; ++t) {
@@ -135,7 +154,7 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
       block.rows[i] = gate + at;
       block.rows[pair_rows + i] = up + at;
     }
-    for (int i = 0; i < block_rows; ++i) block.next[i] = block.rows[i] + static_cast<std::ptrdiff_t>(pair_rows) * cols;
+    block.next_block_bytes = std::ptrdiff_t{pair_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
     multiply_token_tiles(kernel, block, cols, x, x_stride, m, [&](int t0, int tokens, const tile_sums& sums) {
       for (int t = 0; t < tokens; ++t) {
         Output* row = act + (t0 + t) * act_stride + r0;
