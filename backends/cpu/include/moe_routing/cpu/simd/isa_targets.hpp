@@ -12,6 +12,10 @@
 /// A function marked with one of these can call unmarked functions (the compiler inlines them
 /// into it, compiled for its target) and functions of a lower or equal target; calling it from
 /// an unmarked function is a call, never inlined (the caller dispatches on `cpu_isa()` first).
+///
+/// The kernels also use `MOE_ROUTING_UNROLL` (`core/config.hpp`).
+
+#include "moe_routing/core/config.hpp"
 
 #if (defined(__x86_64__) || defined(__amd64__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(MOE_ROUTING_PORTABLE_ONLY)
@@ -21,23 +25,11 @@
 #define MOE_ROUTING_ISA_AVX2 "avx2,fma,f16c,bmi,bmi2,popcnt"
 #define MOE_ROUTING_ISA_AVX512 MOE_ROUTING_ISA_AVX2 ",avx512f,avx512bw,avx512vl,avx512dq"
 #define MOE_ROUTING_TARGET_XSAVE __attribute__((target("xsave")))
+#define MOE_ROUTING_TARGET_POPCNT __attribute__((target("popcnt")))
 #define MOE_ROUTING_TARGET_AVX2 __attribute__((target(MOE_ROUTING_ISA_AVX2)))
 #define MOE_ROUTING_TARGET_AVX512 __attribute__((target(MOE_ROUTING_ISA_AVX512)))
 #define MOE_ROUTING_TARGET_AVX512_BF16 __attribute__((target(MOE_ROUTING_ISA_AVX512 ",avx512bf16")))
 #define MOE_ROUTING_TARGET_AMX __attribute__((target(MOE_ROUTING_ISA_AVX512 ",avx512bf16,amx-tile,amx-bf16")))
 #else
 #define MOE_ROUTING_X86_KERNELS 0
-#endif
-
-/// Unrolls the next loop completely (its count is a constant): a kernel's accumulators
-/// indexed by constants then live in registers instead of a stack array stored back on
-/// every step (what GCC 12 did with the bfloat16 kernel's 24 accumulators).
-#if defined(__CUDACC__)  // nvcc's front end knows neither pragma (its host pass keeps the loops)
-#define MOE_ROUTING_UNROLL
-#elif defined(__clang__)
-#define MOE_ROUTING_UNROLL _Pragma("clang loop unroll(full)")
-#elif defined(__GNUC__)
-#define MOE_ROUTING_UNROLL _Pragma("GCC unroll 32")
-#else
-#define MOE_ROUTING_UNROLL
 #endif

@@ -11,6 +11,7 @@
 #include "moe_routing/core/stage_executor.hpp"
 #include "moe_routing/core/status.hpp"
 #include "moe_routing/cpu/backend.hpp"
+#include "moe_routing/cpu/simd/member_count.hpp"
 #include "moe_routing/cpu/simd/value_top_k.hpp"
 #include "moe_routing/cpu/stages/capacity.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
@@ -127,9 +128,9 @@ void write_summary(Context& context, const plan_view& plan) {
       if (plan.expert_tokens != nullptr) ++plan.expert_tokens[e];
     }
   }
-  summary.active_count = summary.active.size();
+  summary.active_count = detail::member_count(summary.active);
   summary.selected = context.selected;
-  summary.selected_count = context.selected.size();
+  summary.selected_count = detail::member_count(context.selected.experts());
   summary.max_device_load = 0;
   if (context.devices() > 0) {
     std::int32_t* loads = plan.device_loads != nullptr ? plan.device_loads : context.scratch_counts();
@@ -162,7 +163,7 @@ status assign_tokens(const refine& stage, Context& context, const plan_view& pla
   const int n = context.tokens();
   const int width = plan.top_k;
   selected_list listed;
-  if (context.batch().ranks_by_input() && context.selected.size() <= max_listed) {
+  if (context.batch().ranks_by_input() && detail::member_count(context.selected.experts()) <= max_listed) {
     listed.count = 0;
     context.selected.for_each([&](int e) {
       if (e < context.experts()) listed.ids[listed.count++] = e;
