@@ -33,3 +33,5 @@ TEST_CASE("member count equals a count of contains() for sets of every density")
   for (int e = 0; e < mr::max_experts; ++e) set.insert(e);
   CHECK(mr::cpu::detail::member_count(set) == mr::max_experts);
 }
+
+static_assert(moe_routing::expert_set{}.empty(), "a new expert set is empty, also at compile time");
