@@ -4,7 +4,9 @@
 //    k = 8, bfloat16 weights) at decode batch sizes, its effective weight bandwidth
 //    (active experts x bytes per expert / time) and that as a fraction of bandwidth/read;
 //  - executor/kernel:K/n:N: the same with each projection kernel this CPU runs;
-//  - executor/active: latency against the number of active experts at n = 16.
+//  - executor/active: latency against the number of active experts at n = 16;
+//  - tile/avx512_bf16: one tile of the AVX512_BF16 kernel in cache (no memory traffic), per
+//    token pass's prefetch mode: the kernel's compute ceiling, in vdpbf16ps per second.
 // The context names the CPU model and the kernels the build takes on it.
 // The weights of three layers (3.4 GiB) are allocated and each iteration takes the next
 // layer and a fresh plan, so no expert is still cached from the previous iteration.
@@ -149,6 +151,31 @@ std::string cpu_model() {
   return "unknown";
 }
 
+#if MOE_ROUTING_X86_KERNELS
+// One tile of the AVX512_BF16 kernel: 4 weight rows, `cols` long, by `tokens` activation rows,
+// as token pass `pass` meets it (0 streams along the rows, 1 asks for the next two blocks, 2
+// and later only compute). The weights of three blocks fit in L2, so this is the kernel's
+// compute rate alone; Zen 5 issues two vdpbf16ps per cycle per core.
+void bf16_tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
+  constexpr int rows = mr::cpu::block_rows;
+  std::vector<mr::bfloat16> weights(static_cast<std::size_t>(3 * rows * cols), mr::to_bfloat16(0.5f));
+  std::vector<mr::bfloat16> x(static_cast<std::size_t>(tokens * cols), mr::to_bfloat16(0.25f));
+  mr::cpu::row_block<mr::bfloat16> block;
+  for (int i = 0; i < rows; ++i) block.rows[i] = weights.data() + static_cast<std::ptrdiff_t>(i) * cols;
+  block.next_block_bytes = std::ptrdiff_t{rows} * cols * std::ptrdiff_t{sizeof(mr::bfloat16)};
+  block.pass = pass;
+  mr::cpu::tile_sums sums;
+  for (auto _ : state) {
+    mr::cpu::multiply_tile(mr::cpu::avx512_bf16_kernel{}, block, cols, x.data(), cols, tokens, sums);
+    benchmark::DoNotOptimize(sums);
+    benchmark::ClobberMemory();
+  }
+  const double instructions_per_tile = double{rows} * tokens * ((cols + 31) / 32);
+  state.counters["vdpbf16ps_per_s"] =
+      benchmark::Counter(instructions_per_tile * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+#endif
+
 const bool registered = [] {
   benchmark::AddCustomContext("cpu_model", cpu_model());
   benchmark::AddCustomContext("kernels", mr::cpu::kernel_report());
@@ -177,6 +204,20 @@ const bool registered = [] {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
+#if MOE_ROUTING_X86_KERNELS
+  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512_bf16)) {
+    for (const int cols : {768, 2048}) {
+      for (const int tokens : {1, 2, 4, 6}) {
+        for (const int pass : {0, 1, 2}) {
+          benchmark::RegisterBenchmark(("tile/avx512_bf16/cols:" + std::to_string(cols) +
+                                        "/tokens:" + std::to_string(tokens) + "/pass:" + std::to_string(pass))
+                                           .c_str(),
+                                       [=](benchmark::State& s) { bf16_tile_in_cache(s, cols, tokens, pass); });
+        }
+      }
+    }
+  }
+#endif
   return true;
 }();
 

@@ -40,7 +40,7 @@ MOE_ROUTING_TARGET_AVX2 inline float reduce8(__m256 v) noexcept {
   return _mm_cvtss_f32(_mm_add_ss(quarter, _mm_movehdup_ps(quarter)));
 }
 
-template <int Tokens, class Weight>
+template <int Tokens, prefetch_mode Mode, class Weight>
 MOE_ROUTING_TARGET_AVX2 void avx2_tile(const row_block<Weight>& block, int cols, const float* __restrict x,
                                        std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
   constexpr int lanes = 8;
@@ -52,7 +52,7 @@ MOE_ROUTING_TARGET_AVX2 void avx2_tile(const row_block<Weight>& block, int cols,
   }
   const int full = cols / lanes * lanes;
   for (int c = 0; c < full; c += lanes) {
-    prefetch_step(block, c, cols);
+    prefetch_step<Mode>(block, c, cols);
     __m256 w[block_rows];
     MOE_ROUTING_UNROLL
     for (int i = 0; i < block_rows; ++i) w[i] = load_widened8(block.rows[i] + c);
@@ -72,6 +72,13 @@ MOE_ROUTING_TARGET_AVX2 void avx2_tile(const row_block<Weight>& block, int cols,
       sums[i][t] = sum;
     }
   }
+}
+
+template <int Tokens, class Weight>
+MOE_ROUTING_TARGET_AVX2 void avx2_tile(const row_block<Weight>& block, int cols, const float* __restrict x,
+                                       std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
+  with_prefetch_mode(block,
+                     [&](auto mode) { avx2_tile<Tokens, decltype(mode)::value>(block, cols, x, x_stride, sums); });
 }
 
 }  // namespace detail

@@ -14,6 +14,7 @@
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/row_sweep.hpp"
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
+#include "moe_routing/cpu/simd/four_lane_sums.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
@@ -30,7 +31,27 @@ MOE_ROUTING_TARGET_AVX512_BF16 inline __m512bh load_pairs(const bfloat16* p, __m
   return (__m512bh)_mm512_maskz_loadu_epi16(lanes, p);
 }
 
-template <int Tokens>
+/// One step of a tile: the 32 columns from `c` on that `valid` holds.
+template <int Tokens, prefetch_mode Mode>
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void bf16_step(__m512 (&acc)[block_rows][Tokens],
+                                                                            const row_block<bfloat16>& block, int c,
+                                                                            int cols, const bfloat16* __restrict x,
+                                                                            std::ptrdiff_t x_stride,
+                                                                            __mmask32 valid) noexcept {
+  prefetch_step<Mode>(block, c, cols);
+  __m512bh w[block_rows];
+  MOE_ROUTING_UNROLL
+  for (int i = 0; i < block_rows; ++i) w[i] = load_pairs(block.rows[i] + c, valid);
+  MOE_ROUTING_UNROLL
+  for (int t = 0; t < Tokens; ++t) {
+    const __m512bh xt = load_pairs(x + t * x_stride + c, valid);
+    MOE_ROUTING_UNROLL
+    for (int i = 0; i < block_rows; ++i) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], w[i], xt);
+  }
+}
+
+/// A tile: every whole step of 32 columns, then the row's last partial step masked.
+template <int Tokens, prefetch_mode Mode>
 MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, int cols, const bfloat16* __restrict x,
                                               std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
   constexpr int columns = 32;
@@ -40,24 +61,19 @@ MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, 
     MOE_ROUTING_UNROLL
     for (auto& a : row) a = _mm512_setzero_ps();
   }
-  for (int c = 0; c < cols; c += columns) {
-    const __mmask32 valid = cols - c >= columns ? ~__mmask32(0) : static_cast<__mmask32>((1u << (cols - c)) - 1u);
-    prefetch_step(block, c, cols);
-    __m512bh w[block_rows];
-    MOE_ROUTING_UNROLL
-    for (int i = 0; i < block_rows; ++i) w[i] = load_pairs(block.rows[i] + c, valid);
-    MOE_ROUTING_UNROLL
-    for (int t = 0; t < Tokens; ++t) {
-      const __m512bh xt = load_pairs(x + t * x_stride + c, valid);
-      MOE_ROUTING_UNROLL
-      for (int i = 0; i < block_rows; ++i) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], w[i], xt);
-    }
+  const int whole = cols - cols % columns;
+  for (int c = 0; c < whole; c += columns) bf16_step<Tokens, Mode>(acc, block, c, cols, x, x_stride, ~__mmask32(0));
+  if (whole < cols) {
+    bf16_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride, static_cast<__mmask32>((1u << (cols - whole)) - 1u));
   }
-  MOE_ROUTING_UNROLL
-  for (int i = 0; i < block_rows; ++i) {
-    MOE_ROUTING_UNROLL
-    for (int t = 0; t < Tokens; ++t) sums[i][t] = _mm512_reduce_add_ps(acc[i][t]);
-  }
+  store_lane_sums(acc, sums);
+}
+
+template <int Tokens>
+MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, int cols, const bfloat16* __restrict x,
+                                              std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
+  with_prefetch_mode(block,
+                     [&](auto mode) { bf16_tile<Tokens, decltype(mode)::value>(block, cols, x, x_stride, sums); });
 }
 
 }  // namespace detail

@@ -13,6 +13,7 @@
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/row_sweep.hpp"
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
+#include "moe_routing/cpu/simd/four_lane_sums.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
@@ -37,7 +38,27 @@ MOE_ROUTING_TARGET_AVX512 inline __m512 load_widened(const Weight* w, __mmask16 
   }
 }
 
-template <int Tokens, class Weight>
+/// One step of a tile: the 16 columns from `c` on that `valid` holds.
+template <int Tokens, prefetch_mode Mode, class Weight>
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512 inline void avx512_step(__m512 (&acc)[block_rows][Tokens],
+                                                                         const row_block<Weight>& block, int c,
+                                                                         int cols, const float* __restrict x,
+                                                                         std::ptrdiff_t x_stride,
+                                                                         __mmask16 valid) noexcept {
+  prefetch_step<Mode>(block, c, cols);
+  __m512 w[block_rows];
+  MOE_ROUTING_UNROLL
+  for (int i = 0; i < block_rows; ++i) w[i] = load_widened(block.rows[i] + c, valid);
+  MOE_ROUTING_UNROLL
+  for (int t = 0; t < Tokens; ++t) {
+    const __m512 xt = _mm512_maskz_loadu_ps(valid, x + t * x_stride + c);
+    MOE_ROUTING_UNROLL
+    for (int i = 0; i < block_rows; ++i) acc[i][t] = _mm512_fmadd_ps(w[i], xt, acc[i][t]);
+  }
+}
+
+/// A tile: every whole step of 16 columns, then the row's last partial step masked.
+template <int Tokens, prefetch_mode Mode, class Weight>
 MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int cols, const float* __restrict x,
                                            std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
   constexpr int lanes = 16;
@@ -47,24 +68,20 @@ MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int c
     MOE_ROUTING_UNROLL
     for (auto& a : row) a = _mm512_setzero_ps();
   }
-  for (int c = 0; c < cols; c += lanes) {
-    const __mmask16 valid = cols - c >= lanes ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (cols - c)) - 1u);
-    prefetch_step(block, c, cols);
-    __m512 w[block_rows];
-    MOE_ROUTING_UNROLL
-    for (int i = 0; i < block_rows; ++i) w[i] = load_widened(block.rows[i] + c, valid);
-    MOE_ROUTING_UNROLL
-    for (int t = 0; t < Tokens; ++t) {
-      const __m512 xt = _mm512_maskz_loadu_ps(valid, x + t * x_stride + c);
-      MOE_ROUTING_UNROLL
-      for (int i = 0; i < block_rows; ++i) acc[i][t] = _mm512_fmadd_ps(w[i], xt, acc[i][t]);
-    }
+  const int whole = cols - cols % lanes;
+  for (int c = 0; c < whole; c += lanes) avx512_step<Tokens, Mode>(acc, block, c, cols, x, x_stride, __mmask16(0xffff));
+  if (whole < cols) {
+    avx512_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride,
+                              static_cast<__mmask16>((1u << (cols - whole)) - 1u));
   }
-  MOE_ROUTING_UNROLL
-  for (int i = 0; i < block_rows; ++i) {
-    MOE_ROUTING_UNROLL
-    for (int t = 0; t < Tokens; ++t) sums[i][t] = _mm512_reduce_add_ps(acc[i][t]);
-  }
+  store_lane_sums(acc, sums);
+}
+
+template <int Tokens, class Weight>
+MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int cols, const float* __restrict x,
+                                           std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
+  with_prefetch_mode(block,
+                     [&](auto mode) { avx512_tile<Tokens, decltype(mode)::value>(block, cols, x, x_stride, sums); });
 }
 
 }  // namespace detail

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "moe_routing/core/half.hpp"
 
@@ -71,8 +72,11 @@ template <class Weight>
   return at < cols ? address_ahead(block, row, 0, at) : address_ahead(block, row, 1, at - cols);
 }
 
+/// What a pass over a block prefetches (`prefetch_step`).
+enum class prefetch_mode { stream, run_ahead, none };
+
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
-/// column step):
+/// column step), for the block's pass `Mode` (`with_prefetch_mode`):
 ///   - the first pass streams the block: `prefetch_bytes` ahead along each row, and from
 ///     the row's end on into the next block's row (into L1: the kernel reads it next);
 ///   - the second pass (an expert with more tokens than one tile) finds the block in L1 and
@@ -85,17 +89,35 @@ template <class Weight>
 /// Measured on Zen 5 against prefetching in the first pass only: 0.93 of the time at n = 64,
 /// 0.96 at n = 16 (docs/benchmarks/executor_zen5.md). Always inlined: compiled as a separate
 /// function, GCC 12 at -O1 and up left neither the call nor a prefetch in the kernels.
-template <class Weight>
+template <prefetch_mode Mode, class Weight>
 [[gnu::always_inline]] inline void prefetch_step(const row_block<Weight>& block, int c, int cols) noexcept {
   constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(Weight));
   constexpr int line_columns = 64 / static_cast<int>(sizeof(Weight));
-  if (block.pass == 0) {
+  if constexpr (Mode == prefetch_mode::stream) {
     for (int i = 0; i < block_rows; ++i) prefetch_address<3>(prefetch_target(block, i, c, ahead, cols));
-  } else if (block.pass == 1 && c % line_columns == 0) {
+  } else if constexpr (Mode == prefetch_mode::run_ahead) {
+    if (c % line_columns != 0) return;
     for (int i = 0; i < block_rows; ++i) {
       prefetch_address<2>(address_ahead(block, i, 1, c));
       prefetch_address<2>(address_ahead(block, i, 2, c));
     }
+  }
+}
+
+/// Calls `tile(mode)` with the prefetch mode of the block's pass as a compile-time constant
+/// (`std::integral_constant`), so a kernel's column loop tests nothing per step. Measured on
+/// Zen 5 (`tile/avx512_bf16` in the executor benchmark, in cache): testing the pass at every
+/// step, the second pass of a 2048-column tile took 1.2-1.5x as long
+/// (docs/benchmarks/executor_zen5.md).
+template <class Weight, class Tile>
+[[gnu::always_inline]] inline void with_prefetch_mode(const row_block<Weight>& block, Tile&& tile) {
+  using enum prefetch_mode;
+  if (block.pass == 0) {
+    tile(std::integral_constant<prefetch_mode, stream>{});
+  } else if (block.pass == 1) {
+    tile(std::integral_constant<prefetch_mode, run_ahead>{});
+  } else {
+    tile(std::integral_constant<prefetch_mode, none>{});
   }
 }
 
