@@ -66,6 +66,7 @@ MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, 
   if (whole < cols) {
     bf16_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride, static_cast<__mmask32>((1u << (cols - whole)) - 1u));
   }
+  static_assert(block_rows == 4, "store_lane_sums sums four rows at a time");
   store_lane_sums(acc, sums);
 }
 

@@ -2,7 +2,7 @@
 /// \file
 /// The AVX-512 row kernel for weights of any type: 16 weights per register widened to float
 /// (bfloat16 by a shift, float16 by vcvtph2ps), multiplied into float accumulators, one per
-/// (row, token) of the tile, each combined with `_mm512_reduce_add_ps` at the row's end. A
+/// (row, token) of the tile, summed four at a time at the row's end (`four_lane_sums.hpp`). A
 /// row's last partial 16 columns are read with masked loads, so there is no scalar tail.
 /// Compiled for AVX-512 by target attributes (`isa_targets.hpp`), whatever the build targets.
 
@@ -74,6 +74,7 @@ MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int c
     avx512_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride,
                               static_cast<__mmask16>((1u << (cols - whole)) - 1u));
   }
+  static_assert(block_rows == 4, "store_lane_sums sums four rows at a time");
   store_lane_sums(acc, sums);
 }
 

@@ -105,10 +105,10 @@ template <prefetch_mode Mode, class Weight>
 }
 
 /// Calls `tile(mode)` with the prefetch mode of the block's pass as a compile-time constant
-/// (`std::integral_constant`), so a kernel's column loop tests nothing per step. Measured on
-/// Zen 5 (`tile/avx512_bf16` in the executor benchmark, in cache): testing the pass at every
-/// step, the second pass of a 2048-column tile took 1.2-1.5x as long
-/// (docs/benchmarks/executor_zen5.md).
+/// (`std::integral_constant`), so a kernel's column loop does not test the pass at each step.
+/// Measured on Zen 5 (`tile/avx512_bf16` in the executor benchmark, in cache), together with
+/// whole steps that no longer rebuild a mask and the four-at-a-time sums: the second pass of a
+/// 2048-column tile took 1.2-1.5x as long before (docs/benchmarks/executor_zen5.md).
 template <class Weight, class Tile>
 [[gnu::always_inline]] inline void with_prefetch_mode(const row_block<Weight>& block, Tile&& tile) {
   using enum prefetch_mode;

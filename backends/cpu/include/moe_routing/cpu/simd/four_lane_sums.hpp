@@ -3,16 +3,18 @@
 /// The lane sums of four 512-bit float vectors at once, for the row kernels' epilogues.
 ///
 /// A row kernel ends each tile with one accumulator per (row, token): 24 of them for the
-/// AVX512_BF16 kernel's 4 x 6 tile. Reduced one by one (`_mm512_reduce_add_ps`: three
-/// extracts or shuffles and four adds each), they weigh on short rows: a down-projection tile
+/// AVX512_BF16 kernel's 4 x 6 tile. Reduced one by one (`_mm512_reduce_add_ps`: four
+/// extracts or shuffles and four adds each, in GCC 12), they weigh on short rows: a down-projection tile
 /// of 768 columns has only 24 steps of multiply-adds. Interleaving four accumulators first
 /// lets each shuffle and add work for all four: 13 instructions where four separate
-/// reductions take 28.
+/// reductions take 32.
 
 #include "moe_routing/core/config.hpp"
+#include "moe_routing/cpu/simd/avx512_warnings.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
+MOE_ROUTING_AVX512_WARNINGS_OFF
 
 namespace moe_routing::cpu::detail {
 
@@ -31,7 +33,8 @@ MOE_ROUTING_TARGET_AVX512 inline __m128 four_lane_sums(__m512 a, __m512 b, __m51
   return _mm_add_ps(_mm256_castps256_ps128(halves), _mm256_extractf128_ps(halves, 1));
 }
 
-/// `sums[i][t]` = the sum of `acc[i][t]`'s lanes, for a tile of four rows.
+/// `sums[i][t]` = the sum of `acc[i][t]`'s lanes, for a row kernel's tile of four rows
+/// (`block_rows`, asserted where the kernels call it).
 template <int Tokens, int SumsTokens>
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512 inline void store_lane_sums(const __m512 (&acc)[4][Tokens],
                                                                              float (&sums)[4][SumsTokens]) noexcept {
@@ -47,4 +50,5 @@ template <int Tokens, int SumsTokens>
 
 }  // namespace moe_routing::cpu::detail
 
+MOE_ROUTING_AVX512_WARNINGS_ON
 #endif
