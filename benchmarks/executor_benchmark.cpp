@@ -153,7 +153,7 @@ std::string cpu_model() {
 
 #if MOE_ROUTING_X86_KERNELS
 // One tile of the AVX512_BF16 kernel: 4 weight rows, `cols` long, by `tokens` activation rows,
-// as token pass `pass` meets it (0 streams along the rows, 1 asks for the next two blocks, 2
+// as token pass `pass` meets it (0 streams along the rows, 1 asks for the next block's rows, 2
 // and later only compute). The weights of three blocks fit in L2, so this is the kernel's
 // compute rate alone; Zen 5 issues two vdpbf16ps per cycle per core.
 void bf16_tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {

@@ -10,7 +10,6 @@
 /// kernel on the same bfloat16 activations.
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <execution>
 
@@ -21,14 +20,10 @@
 #include "moe_routing/cpu/executor/kernel_choice.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/row_sweep.hpp"
+#include "moe_routing/cpu/executor/swiglu.hpp"
 #include "moe_routing/executor/expert_weights.hpp"
 
 namespace moe_routing::cpu {
-
-namespace detail {
-inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
-inline float swiglu(float gate, float up) { return silu(gate) * up; }
-}  // namespace detail
 
 /// Gate/up item `block` of a row-kernel group: gate and up rows [16b, 16b + 16), written as
 /// SwiGLU activations in the form the kernel takes (`kernel_tags.hpp`): bfloat16 rows, or
@@ -40,11 +35,11 @@ void project_gate_up(Kernel kernel, const expert_matrices<Weight>& m, const expe
   const int d = buffers.hidden;
   if constexpr (takes_bf16_activations<Kernel>) {
     sweep_gate_up(kernel, m.gate, m.up, begin, end, d, buffers.packed_inputs(job), d, job.pairs,
-                  buffers.packed_activations(job), buffers.activation_stride, detail::swiglu,
+                  buffers.packed_activations(job), buffers.activation_stride, swiglu,
                   [](float v) { return to_bfloat16(v); });
   } else {
     sweep_gate_up(kernel, m.gate, m.up, begin, end, d, buffers.gathered_rows(job), d, job.pairs,
-                  buffers.activation_rows(job), buffers.activation_stride, detail::swiglu,
+                  buffers.activation_rows(job), buffers.activation_stride, swiglu,
                   [round_activations](float v) { return round_activations ? to_float(to_bfloat16(v)) : v; });
   }
 }
@@ -74,7 +69,7 @@ inline void project_gate_up(amx_kernel, const expert_matrices<bfloat16>& m, cons
   }
   const int row = block * rows_per_item / 2;
   amx::project_gate_up(m.gate, m.up, row, buffers.hidden, buffers.packed_inputs(job), job.pairs, job.width,
-                       buffers.packed_activations(job), detail::swiglu);
+                       buffers.packed_activations(job), swiglu);
 }
 
 /// Down item `block` of a tile group, from the packed activations.

@@ -1,17 +1,21 @@
 #pragma once
 /// \file
-/// How the row kernels (`kernel_tags.hpp`) walk a projection: blocks of `block_rows` weight
-/// rows, each multiplied by every token of the expert in passes of at most
-/// `tile_tokens_of(kernel)` tokens, by the kernel's `multiply_tile` (one overload per tag,
+/// How the row kernels (`kernel_tags.hpp`) walk a work item's rows: blocks of `block_rows`
+/// weight rows, multiplied by the expert's tokens in groups of at most
+/// `tile_tokens_of(kernel)` (a tile), by the kernel's `multiply_tile` (one overload per tag,
 /// compiled for its ISA).
 ///
-/// Each weight row is read from memory once per call whatever the token count: a block's
-/// rows (4 x d x 2 bytes, 16 KiB for d = 2048 in bfloat16) stay in L1 while further token
-/// groups pass over them, instead of the whole item's rows being swept again from L2 for
-/// every 16 tokens. While the first token group works through a block, the kernel prefetches
-/// ahead along each row and on into the same row of the next block, so memory keeps
-/// streaming through the block's epilogue. The second token group of a busy expert finds the
-/// block in L1 and asks for the next two blocks while it computes (`prefetch_step`).
+/// The token group is the outer loop and the blocks the inner one: the first group sweeps
+/// every block of the item, and each later group sweeps them all again. Each weight row is read
+/// from memory once per call whatever the token count: an item's rows (32 x d x 2 bytes,
+/// 128 KiB for gate and up at d = 2048 in bfloat16) stay in L2 for the later groups, while
+/// the group's activation rows (at most 6 x d x 2 bytes) stay in L1 for the whole item. The
+/// other order (every group over one block before the next block) kept the block in L1 but
+/// read a busy expert's activations from L2 at every tile: 22 tokens of d = 2048 are 88 KiB,
+/// more than Zen 5's 48 KiB L1. While the first group works through a block, the kernel
+/// prefetches ahead along each row and on into the same row of the next block, so memory
+/// keeps streaming through the block's epilogue; the second group asks for the next item's
+/// rows while it computes (`prefetch_step`).
 ///
 /// Gate and up are swept together (two rows of each per block), and the SwiGLU activation
 /// of each (row, token) is written as soon as both sums exist: no pass over a float buffer
@@ -20,6 +24,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "moe_routing/core/half.hpp"
@@ -31,12 +36,14 @@ inline constexpr int block_rows = 4;
 inline constexpr int max_tile_tokens = 6;
 
 /// A block of weight rows for `multiply_tile`, with how far (in bytes) each row is from the
-/// same row of the next block, where the prefetches go once they run past the row's end, and
-/// which pass of the token groups over the block this is (`prefetch_step`).
+/// same row of the next block, where the prefetches go once they run past the row's end; how
+/// many blocks its sweep has (the same row that many blocks on is the next item's); and
+/// which pass of the token groups over the sweep this is (`prefetch_step`).
 template <class Weight>
 struct row_block {
   const Weight* rows[block_rows] = {};
   std::ptrdiff_t next_block_bytes = 0;
+  int sweep_blocks = 1;
   int pass = 0;
 };
 
@@ -76,19 +83,20 @@ template <class Weight>
 enum class prefetch_mode { stream, run_ahead, none };
 
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
-/// column step), for the block's pass `Mode` (`with_prefetch_mode`):
-///   - the first pass streams the block: `prefetch_bytes` ahead along each row, and from
-///     the row's end on into the next block's row (into L1: the kernel reads it next);
-///   - the second pass (an expert with more tokens than one tile) finds the block in L1 and
-///     would leave memory idle while it computes, and one core alone cannot draw the
-///     machine's bandwidth, so it asks for the same row of the next block and of the one
-///     after it at each 64 bytes of columns, into L2 (L1 holds this block and the
-///     activations). Two blocks ahead keep requests in flight through the next block's
-///     first pass, which then finds its rows in L2 and only computes;
+/// column step), for the pass `Mode` of the token groups over the sweep (`with_prefetch_mode`):
+///   - the first pass streams the rows: `prefetch_bytes` ahead along each row, and from the
+///     row's end on into the next block's row (into L1: the kernel reads it next);
+///   - the second pass (an expert with more tokens than one tile) finds the sweep's rows in L2
+///     and would leave memory idle while it computes, and one core alone cannot draw the
+///     machine's bandwidth, so at each 64 bytes of columns it asks for the same row
+///     `sweep_blocks` blocks on, into L2: over the pass, the rows of the next work item (the
+///     same expert's next rows, which the parallel loop mostly hands the same core next), whose
+///     first pass then finds them in L2 and only computes;
 ///   - later passes compute only.
 /// Measured on Zen 5 against prefetching in the first pass only: 0.93 of the time at n = 64,
-/// 0.96 at n = 16 (docs/benchmarks/executor_zen5.md). Always inlined: compiled as a separate
-/// function, GCC 12 at -O1 and up left neither the call nor a prefetch in the kernels.
+/// 0.96 at n = 16 (docs/benchmarks/executor_zen5.md; then with the blocks the outer loop and
+/// the next two blocks prefetched). Always inlined: compiled as a separate function, GCC 12 at
+/// -O1 and up left neither the call nor a prefetch in the kernels.
 template <prefetch_mode Mode, class Weight>
 [[gnu::always_inline]] inline void prefetch_step(const row_block<Weight>& block, int c, int cols) noexcept {
   constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(Weight));
@@ -97,10 +105,7 @@ template <prefetch_mode Mode, class Weight>
     for (int i = 0; i < block_rows; ++i) prefetch_address<3>(prefetch_target(block, i, c, ahead, cols));
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
     if (c % line_columns != 0) return;
-    for (int i = 0; i < block_rows; ++i) {
-      prefetch_address<2>(address_ahead(block, i, 1, c));
-      prefetch_address<2>(address_ahead(block, i, 2, c));
-    }
+    for (int i = 0; i < block_rows; ++i) prefetch_address<2>(address_ahead(block, i, block.sweep_blocks, c));
   }
 }
 
@@ -121,22 +126,39 @@ template <class Weight, class Tile>
   }
 }
 
-/// Multiplies `block` by `m` activation rows in passes of at most the kernel's tile of tokens,
-/// as even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one token
-/// leaves the multiply-add units mostly waiting), handing each tile's sums to
-/// `take(first_token, tokens, sums)`.
-template <class Kernel, class Weight, class Input, class Take>
-void multiply_token_tiles(Kernel kernel, row_block<Weight>& block, int cols, const Input* x, std::ptrdiff_t x_stride,
-                          int m, Take&& take) {
+/// The rows of block `b` of a sweep over rows [row_begin, row_end) in blocks of `per_block`:
+/// its first row and how many of the sweep's rows it holds (the last block may be short).
+struct block_extent {
+  int first = 0;
+  int count = 0;
+};
+
+inline block_extent block_extent_of(int row_begin, int row_end, int per_block, int b) noexcept {
+  const int first = row_begin + b * per_block;
+  return {first, std::min(per_block, row_end - first)};
+}
+
+/// Multiplies `blocks` blocks of weight rows (`block_at(b)`, a `row_block`) by `m` activation
+/// rows, token group by token group, every block in each (see the file comment). The groups
+/// are at most the kernel's tile of tokens and as even as they come (7 tokens in tiles of 4
+/// and 3, not 6 and 1: a tile of one token leaves the multiply-add units mostly waiting). Each
+/// tile's sums go to `take(b, first_token, tokens, sums)`.
+template <class Kernel, class Input, class BlockAt, class Take>
+void sweep_blocks(Kernel kernel, int blocks, int cols, const Input* x, std::ptrdiff_t x_stride, int m,
+                  BlockAt&& block_at, Take&& take) {
   constexpr int group = tile_tokens_of(Kernel{});
   static_assert(group >= 1 && group <= max_tile_tokens, "a kernel's tile of tokens must fit in tile_sums");
   const int passes = (m + group - 1) / group;
   for (int pass = 0, t0 = 0; pass < passes; ++pass) {
     const int tokens = m / passes + (pass < m % passes ? 1 : 0);
-    block.pass = pass;
-    tile_sums sums;
-    multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
-    take(t0, tokens, sums);
+    for (int b = 0; b < blocks; ++b) {
+      auto block = block_at(b);
+      block.sweep_blocks = blocks;
+      block.pass = pass;
+      tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
+      multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
+      take(b, t0, tokens, sums);
+    }
     t0 += tokens;
   }
 }
@@ -146,19 +168,22 @@ void multiply_token_tiles(Kernel kernel, row_block<Weight>& block, int cols, con
 template <class Kernel, class Weight, class Input>
 void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end, int cols, const Input* x,
                 std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
-  for (int r0 = row_begin; r0 < row_end; r0 += block_rows) {
-    const int count = std::min(block_rows, row_end - r0);
+  const int blocks = (row_end - row_begin + block_rows - 1) / block_rows;
+  const auto block_at = [&](int b) {
+    const block_extent rows = block_extent_of(row_begin, row_end, block_rows, b);
     row_block<Weight> block;
-    block.next_block_bytes = std::ptrdiff_t{block_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
     for (int i = 0; i < block_rows; ++i) {  // a short block repeats its last row: same work, result unused
-      block.rows[i] = matrix + static_cast<std::ptrdiff_t>(r0 + std::min(i, count - 1)) * cols;
+      block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.first + std::min(i, rows.count - 1)) * cols;
     }
-    multiply_token_tiles(kernel, block, cols, x, x_stride, m, [&](int t0, int tokens, const tile_sums& sums) {
-      for (int t = 0; t < tokens; ++t) {
-        for (int i = 0; i < count; ++i) out[(t0 + t) * out_stride + r0 + i] = sums[i][t];
-      }
-    });
-  }
+    block.next_block_bytes = std::ptrdiff_t{block_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
+    return block;
+  };
+  sweep_blocks(kernel, blocks, cols, x, x_stride, m, block_at, [&](int b, int t0, int tokens, const tile_sums& sums) {
+    const block_extent rows = block_extent_of(row_begin, row_end, block_rows, b);
+    for (int t = 0; t < tokens; ++t) {
+      for (int i = 0; i < rows.count; ++i) out[(t0 + t) * out_stride + rows.first + i] = sums[i][t];
+    }
+  });
 }
 
 /// Gate and up rows [row_begin, row_end) (each matrix `cols` wide) times `m` activation rows:
@@ -168,22 +193,33 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
                    const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride,
                    Activation&& activation, Store&& store) {
   constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
-  for (int r0 = row_begin; r0 < row_end; r0 += pair_rows) {
-    const int count = std::min(pair_rows, row_end - r0);
+  const int blocks = (row_end - row_begin + pair_rows - 1) / pair_rows;
+  const auto block_at = [&](int b) {
+    const block_extent rows = block_extent_of(row_begin, row_end, pair_rows, b);
     row_block<Weight> block;
     for (int i = 0; i < pair_rows; ++i) {
-      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(r0 + std::min(i, count - 1)) * cols;
+      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(rows.first + std::min(i, rows.count - 1)) * cols;
       block.rows[i] = gate + at;
       block.rows[pair_rows + i] = up + at;
     }
     block.next_block_bytes = std::ptrdiff_t{pair_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
-    multiply_token_tiles(kernel, block, cols, x, x_stride, m, [&](int t0, int tokens, const tile_sums& sums) {
-      for (int t = 0; t < tokens; ++t) {
-        Output* row = act + (t0 + t) * act_stride + r0;
-        for (int i = 0; i < count; ++i) row[i] = store(activation(sums[i][t], sums[pair_rows + i][t]));
-      }
-    });
-  }
+    return block;
+  };
+  sweep_blocks(kernel, blocks, cols, x, x_stride, m, block_at, [&](int b, int t0, int tokens, const tile_sums& sums) {
+    const block_extent rows = block_extent_of(row_begin, row_end, pair_rows, b);
+    // The gate rows' sums are the tile's first `lanes` floats and the up rows' the next: all of
+    // them, used or not (the unused hold zeros), in one loop the compiler vectorizes; then only
+    // the tile's own values are stored.
+    constexpr int lanes = pair_rows * max_tile_tokens;
+    float gate_sums[lanes], up_sums[lanes], values[lanes];
+    std::memcpy(gate_sums, &sums[0], sizeof gate_sums);
+    std::memcpy(up_sums, &sums[pair_rows], sizeof up_sums);
+    for (int j = 0; j < lanes; ++j) values[j] = activation(gate_sums[j], up_sums[j]);
+    for (int t = 0; t < tokens; ++t) {
+      Output* row = act + (t0 + t) * act_stride + rows.first;
+      for (int i = 0; i < rows.count; ++i) row[i] = store(values[i * max_tile_tokens + t]);
+    }
+  });
 }
 
 }  // namespace moe_routing::cpu
