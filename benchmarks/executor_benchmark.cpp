@@ -154,11 +154,11 @@ std::string cpu_model() {
 #if MOE_ROUTING_X86_KERNELS
 // One tile of the AVX512_BF16 kernel: 4 weight rows, `cols` long, by `tokens` activation rows,
 // as token pass `pass` meets it (0 streams along the rows, 1 asks for the next block's rows, 2
-// and later only compute). The weights of three blocks fit in L2, so this is the kernel's
+// and later only compute). The weights of both blocks fit in L2, so this is the kernel's
 // compute rate alone; Zen 5 issues two vdpbf16ps per cycle per core.
 void bf16_tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
   constexpr int rows = mr::cpu::block_rows;
-  std::vector<mr::bfloat16> weights(static_cast<std::size_t>(3 * rows * cols), mr::to_bfloat16(0.5f));
+  std::vector<mr::bfloat16> weights(static_cast<std::size_t>(2 * rows * cols), mr::to_bfloat16(0.5f));
   std::vector<mr::bfloat16> x(static_cast<std::size_t>(tokens * cols), mr::to_bfloat16(0.25f));
   mr::cpu::row_block<mr::bfloat16> block;
   for (int i = 0; i < rows; ++i) block.rows[i] = weights.data() + static_cast<std::ptrdiff_t>(i) * cols;

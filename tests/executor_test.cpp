@@ -211,8 +211,9 @@ std::vector<mr::cpu::isa_level> runnable_levels() {
 
 }  // namespace
 
-// Shapes whose d and h are not multiples of the kernels' 8, 16 or 32 columns (row tails, a
-// short last block), and n up to 512 (128 tokens per expert: many token groups per block).
+// Shapes whose d and h are not multiples of the kernels' 8, 16 or 32 columns (row tails), nor
+// of the 4-row and 2-row blocks (d = 70, h = 45: a short last block in every sweep), and n up
+// to 512 (128 tokens per expert: many token groups over each item).
 TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
   namespace bodies = test::bodies;
   using runner = test::cpu_backend_runner;
@@ -226,6 +227,8 @@ TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
     bodies::executor_matches_naive_loop<runner, mr::bfloat16>(24, 72, 44, 40, true);
     bodies::executor_matches_naive_loop<runner, mr::bfloat16>(25, 128, 64, 96, true);  // whole tiles
     bodies::executor_matches_naive_loop<runner, mr::bfloat16>(26, 64, 64, 40, true);   // tiles and rows in one call
+    bodies::executor_matches_naive_loop<runner, float>(27, 70, 45, 40, false);         // short blocks
+    bodies::executor_matches_naive_loop<runner, mr::bfloat16>(28, 70, 45, 40, true);
   }
 }
 

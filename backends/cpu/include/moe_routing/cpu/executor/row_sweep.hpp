@@ -9,10 +9,10 @@
 /// every block of the item, and each later group sweeps them all again. Each weight row is read
 /// from memory once per call whatever the token count: an item's rows (32 x d x 2 bytes,
 /// 128 KiB for gate and up at d = 2048 in bfloat16) stay in L2 for the later groups, while
-/// the group's activation rows (at most 6 x d x 2 bytes) stay in L1 for the whole item. The
-/// other order (every group over one block before the next block) kept the block in L1 but
-/// read a busy expert's activations from L2 at every tile: 22 tokens of d = 2048 are 88 KiB,
-/// more than Zen 5's 48 KiB L1. While the first group works through a block, the kernel
+/// the group's activation rows (at most 6 x d x 2 bytes in bfloat16, 4 x d x 4 in float) stay
+/// in L1 for the whole item. The other order (every group over one block before the next
+/// block) kept the block in L1 but read a busy expert's activations from L2 at every tile: 22
+/// tokens of d = 2048 are 88 KiB, more than Zen 5's 48 KiB L1. While the first group works through a block, the kernel
 /// prefetches ahead along each row and on into the same row of the next block, so memory
 /// keeps streaming through the block's epilogue; the second group asks for the next item's
 /// rows while it computes (`prefetch_step`).
@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "moe_routing/core/half.hpp"
@@ -79,7 +78,7 @@ template <class Weight>
   return at < cols ? address_ahead(block, row, 0, at) : address_ahead(block, row, 1, at - cols);
 }
 
-/// What a pass over a block prefetches (`prefetch_step`).
+/// What a token group's pass over the sweep prefetches (`prefetch_step`).
 enum class prefetch_mode { stream, run_ahead, none };
 
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
@@ -193,6 +192,7 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
                    const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride,
                    Activation&& activation, Store&& store) {
   constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
+  static_assert(block_rows == 2 * pair_rows, "a block holds as many gate rows as up rows");
   const int blocks = (row_end - row_begin + pair_rows - 1) / pair_rows;
   const auto block_at = [&](int b) {
     const block_extent rows = block_extent_of(row_begin, row_end, pair_rows, b);
@@ -207,14 +207,14 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
   };
   sweep_blocks(kernel, blocks, cols, x, x_stride, m, block_at, [&](int b, int t0, int tokens, const tile_sums& sums) {
     const block_extent rows = block_extent_of(row_begin, row_end, pair_rows, b);
-    // The gate rows' sums are the tile's first `lanes` floats and the up rows' the next: all of
-    // them, used or not (the unused hold zeros), in one loop the compiler vectorizes; then only
-    // the tile's own values are stored.
+    // Every (gate row, token) lane of the tile, used or not (the unused hold zeros), in one
+    // loop the compiler vectorizes; then only the tile's own values are stored.
     constexpr int lanes = pair_rows * max_tile_tokens;
-    float gate_sums[lanes], up_sums[lanes], values[lanes];
-    std::memcpy(gate_sums, &sums[0], sizeof gate_sums);
-    std::memcpy(up_sums, &sums[pair_rows], sizeof up_sums);
-    for (int j = 0; j < lanes; ++j) values[j] = activation(gate_sums[j], up_sums[j]);
+    float values[lanes];
+    for (int j = 0; j < lanes; ++j) {
+      const int i = j / max_tile_tokens, t = j % max_tile_tokens;
+      values[j] = activation(sums[i][t], sums[pair_rows + i][t]);
+    }
     for (int t = 0; t < tokens; ++t) {
       Output* row = act + (t0 + t) * act_stride + rows.first;
       for (int i = 0; i < rows.count; ++i) row[i] = store(values[i * max_tile_tokens + t]);
