@@ -2,7 +2,9 @@
 // over the whole range it promises (every 1/64 from -87 to 88, and random values), within the
 // 2 ulp it states; silu's limits and NaN; and a few values worked by hand.
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 
@@ -44,7 +46,23 @@ TEST_CASE("exp_for_silu by hand: e^0, e^1, e^ln2, and the clamped ends") {
   CHECK(mr::cpu::exp_for_silu(1000.0f) == mr::cpu::exp_for_silu(88.0f));
   CHECK(std::isfinite(mr::cpu::exp_for_silu(std::numeric_limits<float>::infinity())));
   CHECK(mr::cpu::exp_for_silu(-1000.0f) > 0.0f);
+  CHECK(mr::cpu::exp_for_silu(-1000.0f) == mr::cpu::exp_for_silu(-87.0f));
+  CHECK(mr::cpu::exp_for_silu(-std::numeric_limits<float>::infinity()) == mr::cpu::exp_for_silu(-87.0f));
   CHECK(std::isnan(mr::cpu::exp_for_silu(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("clamp_for_exp keeps [-87, 88] bit for bit, takes the ends beyond, and keeps NaN") {
+  const auto bits = [](float v) { return std::bit_cast<std::uint32_t>(v); };
+  for (const float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1.5f, -87.0f, 88.0f, -86.99999f, 87.99999f}) {
+    CHECK(bits(mr::cpu::clamp_for_exp(v)) == bits(v));
+  }
+  CHECK(mr::cpu::clamp_for_exp(-87.00001f) == -87.0f);
+  CHECK(mr::cpu::clamp_for_exp(88.00001f) == 88.0f);
+  CHECK(mr::cpu::clamp_for_exp(-std::numeric_limits<float>::infinity()) == -87.0f);
+  CHECK(mr::cpu::clamp_for_exp(std::numeric_limits<float>::infinity()) == 88.0f);
+  CHECK(mr::cpu::clamp_for_exp(std::numeric_limits<float>::max()) == 88.0f);
+  CHECK(std::isnan(mr::cpu::clamp_for_exp(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(mr::cpu::clamp_for_exp(-std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST_CASE("swiglu: silu(gate) x up against the formula in double, its limits, and NaN") {

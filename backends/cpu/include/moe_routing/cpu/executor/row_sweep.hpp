@@ -12,10 +12,11 @@
 /// the group's activation rows (at most 6 x d x 2 bytes in bfloat16, 4 x d x 4 in float) stay
 /// in L1 for the whole item. The other order (every group over one block before the next
 /// block) kept the block in L1 but read a busy expert's activations from L2 at every tile: 22
-/// tokens of d = 2048 are 88 KiB, more than Zen 5's 48 KiB L1. While the first group works through a block, the kernel
-/// prefetches ahead along each row and on into the same row of the next block, so memory
-/// keeps streaming through the block's epilogue; the second group asks for the next item's
-/// rows while it computes (`prefetch_step`).
+/// tokens of d = 2048 are 88 KiB, more than Zen 5's 48 KiB L1.
+///
+/// While the first group works through a block, the kernel prefetches ahead along each row and
+/// on into the same row of the next block, so memory keeps streaming through the block's
+/// epilogue; the second group asks for the next item's rows while it computes (`prefetch_step`).
 ///
 /// Gate and up are swept together (two rows of each per block), and the SwiGLU activation
 /// of each (row, token) is written as soon as both sums exist: no pass over a float buffer
@@ -125,38 +126,36 @@ template <class Weight, class Tile>
   }
 }
 
-/// The rows of block `b` of a sweep over rows [row_begin, row_end) in blocks of `per_block`:
-/// its first row and how many of the sweep's rows it holds (the last block may be short).
+/// Which of a sweep's rows one block holds: the first, and how many (the last block of a sweep
+/// may be short).
 struct block_extent {
   int first = 0;
   int count = 0;
 };
 
-inline block_extent block_extent_of(int row_begin, int row_end, int per_block, int b) noexcept {
-  const int first = row_begin + b * per_block;
-  return {first, std::min(per_block, row_end - first)};
-}
-
-/// Multiplies `blocks` blocks of weight rows (`block_at(b)`, a `row_block`) by `m` activation
-/// rows, token group by token group, every block in each (see the file comment). The groups
-/// are at most the kernel's tile of tokens and as even as they come (7 tokens in tiles of 4
-/// and 3, not 6 and 1: a tile of one token leaves the multiply-add units mostly waiting). Each
-/// tile's sums go to `take(b, first_token, tokens, sums)`.
+/// Multiplies the sweep's rows [row_begin, row_end), in blocks of `rows_per_block`
+/// (`block_at(extent)` makes the `row_block`), by `m` activation rows, token group by token
+/// group, every block in each (see the file comment). The groups are at most the kernel's tile
+/// of tokens and as even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one
+/// token leaves the multiply-add units mostly waiting). Each tile's sums go to
+/// `take(extent, first_token, tokens, sums)`.
 template <class Kernel, class Input, class BlockAt, class Take>
-void sweep_blocks(Kernel kernel, int blocks, int cols, const Input* x, std::ptrdiff_t x_stride, int m,
-                  BlockAt&& block_at, Take&& take) {
+void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block, int cols, const Input* x,
+                  std::ptrdiff_t x_stride, int m, BlockAt&& block_at, Take&& take) {
   constexpr int group = tile_tokens_of(Kernel{});
   static_assert(group >= 1 && group <= max_tile_tokens, "a kernel's tile of tokens must fit in tile_sums");
+  const int blocks = (row_end - row_begin + rows_per_block - 1) / rows_per_block;
   const int passes = (m + group - 1) / group;
   for (int pass = 0, t0 = 0; pass < passes; ++pass) {
     const int tokens = m / passes + (pass < m % passes ? 1 : 0);
-    for (int b = 0; b < blocks; ++b) {
-      auto block = block_at(b);
+    for (int first = row_begin; first < row_end; first += rows_per_block) {
+      const block_extent rows{first, std::min(rows_per_block, row_end - first)};
+      auto block = block_at(rows);
       block.sweep_blocks = blocks;
       block.pass = pass;
       tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
       multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
-      take(b, t0, tokens, sums);
+      take(rows, t0, tokens, sums);
     }
     t0 += tokens;
   }
@@ -167,9 +166,7 @@ void sweep_blocks(Kernel kernel, int blocks, int cols, const Input* x, std::ptrd
 template <class Kernel, class Weight, class Input>
 void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end, int cols, const Input* x,
                 std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
-  const int blocks = (row_end - row_begin + block_rows - 1) / block_rows;
-  const auto block_at = [&](int b) {
-    const block_extent rows = block_extent_of(row_begin, row_end, block_rows, b);
+  const auto block_at = [&](block_extent rows) {
     row_block<Weight> block;
     for (int i = 0; i < block_rows; ++i) {  // a short block repeats its last row: same work, result unused
       block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.first + std::min(i, rows.count - 1)) * cols;
@@ -177,12 +174,12 @@ void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end,
     block.next_block_bytes = std::ptrdiff_t{block_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
     return block;
   };
-  sweep_blocks(kernel, blocks, cols, x, x_stride, m, block_at, [&](int b, int t0, int tokens, const tile_sums& sums) {
-    const block_extent rows = block_extent_of(row_begin, row_end, block_rows, b);
+  const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
     for (int t = 0; t < tokens; ++t) {
       for (int i = 0; i < rows.count; ++i) out[(t0 + t) * out_stride + rows.first + i] = sums[i][t];
     }
-  });
+  };
+  sweep_blocks(kernel, row_begin, row_end, block_rows, cols, x, x_stride, m, block_at, take);
 }
 
 /// Gate and up rows [row_begin, row_end) (each matrix `cols` wide) times `m` activation rows:
@@ -193,9 +190,7 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
                    Activation&& activation, Store&& store) {
   constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
   static_assert(block_rows == 2 * pair_rows, "a block holds as many gate rows as up rows");
-  const int blocks = (row_end - row_begin + pair_rows - 1) / pair_rows;
-  const auto block_at = [&](int b) {
-    const block_extent rows = block_extent_of(row_begin, row_end, pair_rows, b);
+  const auto block_at = [&](block_extent rows) {
     row_block<Weight> block;
     for (int i = 0; i < pair_rows; ++i) {
       const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(rows.first + std::min(i, rows.count - 1)) * cols;
@@ -205,21 +200,27 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
     block.next_block_bytes = std::ptrdiff_t{pair_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
     return block;
   };
-  sweep_blocks(kernel, blocks, cols, x, x_stride, m, block_at, [&](int b, int t0, int tokens, const tile_sums& sums) {
-    const block_extent rows = block_extent_of(row_begin, row_end, pair_rows, b);
+  const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
     // Every (gate row, token) lane of the tile, used or not (the unused hold zeros), in one
-    // loop the compiler vectorizes; then only the tile's own values are stored.
-    constexpr int lanes = pair_rows * max_tile_tokens;
-    float values[lanes];
-    for (int j = 0; j < lanes; ++j) {
-      const int i = j / max_tile_tokens, t = j % max_tile_tokens;
-      values[j] = activation(sums[i][t], sums[pair_rows + i][t]);
+    // loop over flat arrays of 16 (one AVX-512 vector), which the compiler vectorizes: indexed
+    // as [row][token] it did not (a "complicated access pattern"); then only the tile's own
+    // values are stored.
+    constexpr int lanes = pair_rows * max_tile_tokens, padded_lanes = 16;
+    static_assert(lanes <= padded_lanes);
+    float gate_sums[padded_lanes] = {}, up_sums[padded_lanes] = {}, values[padded_lanes];
+    for (int i = 0; i < pair_rows; ++i) {
+      for (int t = 0; t < max_tile_tokens; ++t) {
+        gate_sums[i * max_tile_tokens + t] = sums[i][t];
+        up_sums[i * max_tile_tokens + t] = sums[pair_rows + i][t];
+      }
     }
+    for (int j = 0; j < padded_lanes; ++j) values[j] = activation(gate_sums[j], up_sums[j]);
     for (int t = 0; t < tokens; ++t) {
       Output* row = act + (t0 + t) * act_stride + rows.first;
       for (int i = 0; i < rows.count; ++i) row[i] = store(values[i * max_tile_tokens + t]);
     }
-  });
+  };
+  sweep_blocks(kernel, row_begin, row_end, pair_rows, cols, x, x_stride, m, block_at, take);
 }
 
 }  // namespace moe_routing::cpu

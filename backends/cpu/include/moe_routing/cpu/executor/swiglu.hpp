@@ -6,11 +6,22 @@
 /// and up sums at once (`sweep_gate_up`). With std::exp, SwiGLU and its calls took about 8% of
 /// a compute-bound layer on Zen 5 (Lynx-Acc at n = 64: 512 pairs x 768 values per layer).
 
-#include <algorithm>
 #include <bit>
 #include <cstdint>
 
 namespace moe_routing::cpu {
+
+/// v limited to [-87, 88]; NaN unchanged. In bit operations, not std::min and std::max: from
+/// those GCC 12 made branches (jump threading: e^v is a constant on the clamped paths), and a
+/// loop whose branches hold a division is not vectorized (a division may trap, so it is never
+/// speculated), which left SwiGLU one value at a time.
+[[gnu::always_inline]] inline float clamp_for_exp(float v) noexcept {
+  const std::uint32_t below = 0u - static_cast<std::uint32_t>(v < -87.0f);  // all ones or zero
+  const std::uint32_t above = 0u - static_cast<std::uint32_t>(v > 88.0f);
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(v) & ~(below | above)) |
+                              (std::bit_cast<std::uint32_t>(-87.0f) & below) |
+                              (std::bit_cast<std::uint32_t>(88.0f) & above));
+}
 
 /// e^v in float, within 2 ulp of the exact value for v in [-87, 88] (where e^v is a normal
 /// float); v beyond that range is taken as its end. NaN gives NaN.
@@ -30,7 +41,7 @@ namespace moe_routing::cpu {
   constexpr float ln2_high = 0.693359375f;        // 355 / 512
   constexpr float ln2_low = -2.12194440e-4f;      // ln 2 - ln2_high
   constexpr float round_to_integer = 12582912.f;  // 1.5 x 2^23
-  v = std::min(std::max(v, -87.0f), 88.0f);       // NaN passes both unchanged
+  v = clamp_for_exp(v);
   const float shifted = v * log2_e + round_to_integer;
   const std::uint32_t n_bits = std::bit_cast<std::uint32_t>(shifted) - std::bit_cast<std::uint32_t>(round_to_integer);
   const auto n = static_cast<float>(static_cast<std::int32_t>(n_bits));
