@@ -202,9 +202,9 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
   };
   const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
     // Every (gate row, token) lane of the tile, used or not (the unused hold zeros), in one
-    // loop over flat arrays of 16 (one AVX-512 vector), which the compiler vectorizes: indexed
-    // as [row][token] it did not (a "complicated access pattern"); then only the tile's own
-    // values are stored.
+    // loop over flat arrays of 16 lanes (one vector where the target uses 512-bit ones), which
+    // the compiler vectorizes: indexed as [row][token] it did not (a "complicated access
+    // pattern"); then only the tile's own values are stored.
     constexpr int lanes = pair_rows * max_tile_tokens, padded_lanes = 16;
     static_assert(lanes <= padded_lanes);
     float gate_sums[padded_lanes] = {}, up_sums[padded_lanes] = {}, values[padded_lanes];

@@ -11,10 +11,11 @@
 
 namespace moe_routing::cpu {
 
-/// v limited to [-87, 88]; NaN unchanged. In bit operations, not std::min and std::max: from
-/// those GCC 12 made branches (jump threading: e^v is a constant on the clamped paths), and a
-/// loop whose branches hold a division is not vectorized (a division may trap, so it is never
-/// speculated), which left SwiGLU one value at a time.
+/// v limited to [-87, 88]; NaN unchanged (not under -ffinite-math-only, which -ffast-math
+/// sets). In bit operations, not std::min and std::max: from those GCC 12 made branches (jump
+/// threading: e^v is a constant on the clamped paths), and a loop whose branches hold a
+/// division is not vectorized (a division may trap, so it is never speculated), which left
+/// SwiGLU one value at a time.
 [[gnu::always_inline]] inline float clamp_for_exp(float v) noexcept {
   const std::uint32_t below = 0u - static_cast<std::uint32_t>(v < -87.0f);  // all ones or zero
   const std::uint32_t above = 0u - static_cast<std::uint32_t>(v > 88.0f);
@@ -24,7 +25,7 @@ namespace moe_routing::cpu {
 }
 
 /// e^v in float, within 2 ulp of the exact value for v in [-87, 88] (where e^v is a normal
-/// float); v beyond that range is taken as its end. NaN gives NaN.
+/// float); v beyond that range is taken as its end. NaN gives NaN (not under -ffast-math).
 ///
 /// v = n ln2 + r with n an integer and |r| <= ln2 / 2: e^v = 2^n e^r. n ln2 is subtracted in
 /// two parts (Cody and Waite): `ln2_high` has 9 significant bits, so n x ln2_high is exact for
