@@ -131,14 +131,19 @@ template <class Weight, class Tile>
 struct block_extent {
   int first = 0;
   int count = 0;
+
+  /// The row in the block's slot `i`: a short block repeats its last row in the slots it does
+  /// not fill (the same work, its sums unused), so a kernel always multiplies whole blocks.
+  int row(int i) const noexcept { return first + std::min(i, count - 1); }
 };
 
-/// Multiplies the sweep's rows [row_begin, row_end), in blocks of `rows_per_block`
-/// (`block_at(extent)` makes the `row_block`), by `m` activation rows, token group by token
-/// group, every block in each (see the file comment). The groups are at most the kernel's tile
-/// of tokens and as even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one
-/// token leaves the multiply-add units mostly waiting). Each tile's sums go to
-/// `take(extent, first_token, tokens, sums)`.
+/// Multiplies the sweep's rows [row_begin, row_end), in blocks of `rows_per_block`, by `m`
+/// activation rows, token group by token group, every block in each (see the file comment).
+/// `block_at(extent)` points a `row_block`'s rows at a block's; the sweep sets the fields that
+/// follow from its shape (the next block's distance, the block count, the pass). The groups
+/// are at most the kernel's tile of tokens and as even as they come (7 tokens in tiles of 4 and
+/// 3, not 6 and 1: a tile of one token leaves the multiply-add units mostly waiting). Each
+/// tile's sums go to `take(extent, first_token, tokens, sums)`.
 template <class Kernel, class Input, class BlockAt, class Take>
 void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block, int cols, const Input* x,
                   std::ptrdiff_t x_stride, int m, BlockAt&& block_at, Take&& take) {
@@ -151,6 +156,7 @@ void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block,
     for (int first = row_begin; first < row_end; first += rows_per_block) {
       const block_extent rows{first, std::min(rows_per_block, row_end - first)};
       auto block = block_at(rows);
+      block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(*block.rows[0])};
       block.sweep_blocks = blocks;
       block.pass = pass;
       tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
@@ -168,10 +174,7 @@ void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end,
                 std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
   const auto block_at = [&](block_extent rows) {
     row_block<Weight> block;
-    for (int i = 0; i < block_rows; ++i) {  // a short block repeats its last row: same work, result unused
-      block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.first + std::min(i, rows.count - 1)) * cols;
-    }
-    block.next_block_bytes = std::ptrdiff_t{block_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
+    for (int i = 0; i < block_rows; ++i) block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
     return block;
   };
   const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
@@ -193,11 +196,10 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
   const auto block_at = [&](block_extent rows) {
     row_block<Weight> block;
     for (int i = 0; i < pair_rows; ++i) {
-      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(rows.first + std::min(i, rows.count - 1)) * cols;
+      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
       block.rows[i] = gate + at;
       block.rows[pair_rows + i] = up + at;
     }
-    block.next_block_bytes = std::ptrdiff_t{pair_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
     return block;
   };
   const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
