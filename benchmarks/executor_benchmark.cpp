@@ -3,13 +3,16 @@
 //  - executor/qwen3: one MoE layer shaped like Qwen3-30B-A3B (E = 128, d = 2048, h = 768,
 //    k = 8, bfloat16 weights) at decode batch sizes, its effective weight bandwidth
 //    (active experts x bytes per expert / time) and that as a fraction of bandwidth/read;
+//  - executor/qwen3-compute: the same plans with every expert using one expert's weights (in
+//    the caches): the compute alone, to set beside executor/qwen3 and its paired read;
 //  - executor/kernel:K/n:N: the same with each projection kernel this CPU runs;
 //  - executor/active: latency against the number of active experts at n = 16;
 //  - tile/avx512_bf16: one tile of the AVX512_BF16 kernel in cache (no memory traffic), per
 //    token pass's prefetch mode: the kernel's compute ceiling, in vdpbf16ps per second.
 // The context names the CPU model and the kernels the build takes on it.
 // The weights of three layers (3.4 GiB) are allocated and each iteration takes the next
-// layer and a fresh plan, so no expert is still cached from the previous iteration.
+// layer and a fresh plan, so no expert is still cached from the previous iteration (except in
+// executor/qwen3-compute, which keeps them cached on purpose).
 // End-to-end layer time per policy is benchmarks/layer_benchmark.cpp.
 
 #include <algorithm>
@@ -134,12 +137,13 @@ std::vector<mr::routing_plan> plans_with_active(int active) {
 }
 
 void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans, bool paired = false,
-               mr::cpu::isa_level kernel = mr::cpu::best_projection_level()) {
+               mr::cpu::isa_level kernel = mr::cpu::best_projection_level(),
+               bench::weight_source source = bench::weight_source::rotating_layers) {
   std::function<double(double)> paired_read;
   if (paired) paired_read = [](double bytes) { return read_reference::instance().read(bytes); };
   bench::run_layers(
       state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& { return plans[call % plans.size()]; },
-      paired_read, kernel);
+      paired_read, kernel, source);
 }
 
 /// The CPU model, as /proc/cpuinfo names it.
@@ -185,6 +189,16 @@ const bool registered = [] {
                                  [n](benchmark::State& s) { run_plans(s, n, trace_plans(n), /*paired=*/true); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    // The same plans with every expert using one expert's weights, which stay in the caches:
+    // the compute alone. Where executor/qwen3 takes about this plus its paired read, the two
+    // do not overlap; where it takes the longer of the two, they overlap fully.
+    benchmark::RegisterBenchmark(("executor/qwen3-compute/n:" + std::to_string(n)).c_str(),
+                                 [n](benchmark::State& s) {
+                                   run_plans(s, n, trace_plans(n), /*paired=*/false, mr::cpu::best_projection_level(),
+                                             bench::weight_source::one_expert_for_all);
+                                 })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   // Every vector kernel this CPU runs, side by side (the default above is the fastest).
   for (int level = static_cast<int>(mr::cpu::isa_level::avx2);
@@ -207,7 +221,7 @@ const bool registered = [] {
 #if MOE_ROUTING_X86_KERNELS
   if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512_bf16)) {
     for (const int cols : {768, 2048}) {
-      for (const int tokens : {1, 2, 4, 6}) {
+      for (const int tokens : {1, 2, 3, 4, 5, 6}) {
         for (const int pass : {0, 1, 2}) {
           benchmark::RegisterBenchmark(("tile/avx512_bf16/cols:" + std::to_string(cols) +
                                         "/tokens:" + std::to_string(tokens) + "/pass:" + std::to_string(pass))

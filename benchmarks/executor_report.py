@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Executor benchmark JSON -> docs/benchmarks/executor.md (read bandwidth, effective weight
-bandwidth at decode batch sizes, latency against |active| with its least-squares fit) and
-executor_linearity.svg.
+bandwidth at decode batch sizes, each layer beside its compute alone and its paired read,
+latency against |active| with its least-squares fit) and executor_linearity.svg.
 
 usage: executor_report.py executor.json OUT_DIR "machine" "compiler" "commit"
 The fit is also written to executor_fit.json for layer_report.py's two-term model."""
@@ -23,6 +23,40 @@ def fit(xs, ys):
     ss_res = sum((y - (intercept + slope * x)) ** 2 for x, y in zip(xs, ys))
     ss_tot = sum((y - my) ** 2 for y in ys)
     return slope, intercept, 1 - ss_res / ss_tot if ss_tot > 0 else 1.0
+
+
+def overlap_table(rows):
+    """Each batch size's layer beside its compute alone (executor/qwen3-compute: every expert
+    sharing one expert's weights, in cache) and its paired read (the layer's time times its
+    paired fraction). Hidden = how much of the shorter of the two the layer overlapped:
+    1 when it took the longer of them, 0 when it took their sum."""
+    table = []
+    for n in sorted(int(name.split(":")[-1]) for name in rows if name.startswith("executor/qwen3-compute/n:")):
+        layer, compute = rows.get(f"executor/qwen3/n:{n}"), rows[f"executor/qwen3-compute/n:{n}"]
+        if layer is None or "fraction_of_read" not in layer:
+            continue
+        # The read's time from two medians (the layer's time and its fraction), not the median
+        # of each layer's own read: close enough at the repetitions this suite runs.
+        total, alone = layer["real_time"], compute["real_time"]
+        read = total * layer["fraction_of_read"]
+        if read <= 0 or alone <= 0:
+            continue
+        if total <= max(alone, read):  # no longer than the longer one: nothing left unhidden
+            hidden = "all"
+        elif total >= alone + read:
+            hidden = "none"
+        else:
+            hidden = f"{(alone + read - total) / min(alone, read):.0%}"
+        table.append(f"| {n} | {total:.2f} | {alone:.2f} | {read:.2f} | {hidden} | {read / max(alone, read):.0%} |")
+    if not table:
+        return []
+    return ["", "## Compute and memory: how much of one the other hides", "",
+            "The same plans with every expert sharing one expert's weights (`executor/qwen3-compute`, in cache) "
+            "take the executor's compute alone; the paired read is the layer's memory traffic alone. A layer "
+            "that overlapped them fully takes the longer; one that overlapped nothing, their sum. The last "
+            "column is the paired fraction full overlap would reach.", "",
+            "| n | layer ms | compute alone ms | paired read ms | shorter one hidden | paired fraction at full overlap |",
+            "|---|---|---|---|---|---|"] + table
 
 
 def main():
@@ -49,6 +83,7 @@ def main():
             paired = f"{b['fraction_of_read']:.0%}" if "fraction_of_read" in b else "n/a"
             lines.append(f"| {name.split(':')[-1]} | {b['active']:.1f} | {b['real_time']:.2f} | "
                          f"{b['weight_bytes_per_second'] / 1e9:.1f} GB/s | {frac:.0%} | {paired} |")
+    lines += overlap_table(rows)
     points = sorted((b["active"], b["real_time"]) for name, b in rows.items() if name.startswith("executor/active:"))
     if len(points) >= 2:
         slope, intercept, r2 = fit([p[0] for p in points], [p[1] for p in points])

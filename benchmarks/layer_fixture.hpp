@@ -2,7 +2,8 @@
 // What the executor and layer benchmarks share: a pool of bf16 SwiGLU experts shaped like
 // Qwen3-30B-A3B's (d = 2048, h = 768) over several layers, and a loop that runs one MoE
 // layer per iteration on the next layer's weights, so no expert is still cached from the
-// previous iteration (the pool is far larger than the last-level cache).
+// previous iteration (the pool is far larger than the last-level cache); or, to time the
+// compute alone, on one layer whose experts all use one expert's weights.
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +42,9 @@ class weight_pool {
         gate_[l].push_back(base), up_[l].push_back(base + matrix), down_[l].push_back(base + 2 * matrix);
       }
     }
+    one_gate_.assign(static_cast<std::size_t>(experts), gate_[0][0]);
+    one_up_.assign(static_cast<std::size_t>(experts), up_[0][0]);
+    one_down_.assign(static_cast<std::size_t>(experts), down_[0][0]);
   }
   int layers() const { return static_cast<int>(gate_.size()); }
   int experts() const { return experts_; }
@@ -55,13 +59,29 @@ class weight_pool {
     return w;
   }
 
+  /// A layer whose `experts` experts all use the first expert's weights (9 MiB, which stay in
+  /// the caches from call to call, L3 beyond L2): the executor's compute without memory
+  /// traffic. Its time next to a real layer's and to the paired read says how much of the two
+  /// overlap.
+  mr::expert_weights<mr::bfloat16> one_expert_layer(int experts) const {
+    mr::expert_weights<mr::bfloat16> w;
+    w.experts = experts, w.hidden = hidden, w.intermediate = width;
+    w.gate = one_gate_.data(), w.up = one_up_.data(), w.down = one_down_.data();
+    return w;
+  }
+
  private:
   int experts_;
   std::vector<mr::bfloat16> storage_;
   std::vector<std::vector<const mr::bfloat16*>> gate_, up_, down_;
+  std::vector<const mr::bfloat16*> one_gate_, one_up_, one_down_;  // each entry: layer 0's first expert
 };
 
-/// Runs one MoE layer per iteration on layer `call % layers`, with the plan `plan_for(call)`
+/// Where `run_layers` takes each call's weights from.
+enum class weight_source { rotating_layers, one_expert_for_all };
+
+/// Runs one MoE layer per iteration on layer `call % layers` (or, with
+/// `weight_source::one_expert_for_all`, always on `one_expert_layer`), with the plan `plan_for(call)`
 /// returns (which may route first: that time is part of the layer). Counters: mean
 /// |active|, mean assignments, effective weight bandwidth (|active| x bytes per expert / time).
 /// With `paired_read` (which reads that many bytes of cold memory and returns the seconds it
@@ -73,12 +93,17 @@ class weight_pool {
 inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, int experts,
                        const std::function<mr::routing_plan&(std::size_t call)>& plan_for,
                        const std::function<double(double bytes)>& paired_read = {},
-                       mr::cpu::isa_level kernel = mr::cpu::best_projection_level()) {
+                       mr::cpu::isa_level kernel = mr::cpu::best_projection_level(),
+                       weight_source source = weight_source::rotating_layers) {
   std::vector<float> x(static_cast<std::size_t>(n) * hidden, 0.01f), y(x.size());
   mr::cpu::executor_workspace ws({n, top_k, experts, hidden, width});
   ws.force_kernel(kernel);
   std::vector<mr::expert_weights<mr::bfloat16>> views;
-  for (int l = 0; l < pool.layers(); ++l) views.push_back(pool.layer(l, experts));
+  if (source == weight_source::one_expert_for_all) {
+    views.push_back(pool.one_expert_layer(experts));
+  } else {
+    for (int l = 0; l < pool.layers(); ++l) views.push_back(pool.layer(l, experts));
+  }
   std::size_t call = 0;
   double active_total = 0, assignments_total = 0, layer_seconds = 0, read_seconds = 0;
   for (auto _ : state) {
@@ -104,9 +129,12 @@ inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, 
   const double calls = static_cast<double>(std::max<std::size_t>(call, 1));
   state.counters["active"] = active_total / calls;
   state.counters["assignments"] = assignments_total / calls;
+  const bool one_expert = source == weight_source::one_expert_for_all;
+  const double experts_held = one_expert ? 1.0 : static_cast<double>(pool.layers()) * experts;
+  state.counters["working_set_GiB"] = experts_held * expert_bytes / (1 << 30);
+  if (one_expert) return;  // no weight bandwidth: the weights are not read from memory
   state.counters["weight_bytes_per_second"] =
       benchmark::Counter(active_total / calls * expert_bytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["working_set_GiB"] = static_cast<double>(pool.layers()) * experts * expert_bytes / (1 << 30);
 }
 
 }  // namespace bench

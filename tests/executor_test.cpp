@@ -271,3 +271,73 @@ TEST_CASE("the AMX tiles' packed copy keeps each tile row's 16 tokens x 2 column
   CHECK(mr::cpu::amx::packed_index(0, 2, 64) == 32);
   CHECK(mr::cpu::amx::packed_index(16, 0, 64) == 16 * 64);
 }
+
+TEST_CASE("work items are listed busiest group first, each active group's row blocks once and together") {
+  // Twenty groups (more than std::sort's insertion-sort cutoff, so ties meet the real sort)
+  // whose pair counts tie, skip zeros and are out of order; widths that make 1 to 3 gate/up
+  // blocks (2 x width rows each, 32 rows per block).
+  const std::vector<int> pairs = {3, 0, 7, 3, 1, 7, 0, 2, 9, 1, 3, 5, 2, 3, 7, 0, 1, 3, 2, 9};
+  const std::vector<int> widths = {16, 40, 48, 16, 17, 33, 16, 16, 20, 47, 16, 40, 48, 16, 17, 33, 16, 16, 20, 47};
+  const int groups = static_cast<int>(pairs.size());
+  mr::cpu::executor_workspace ws({8, 2, groups, 64, 48});
+  for (int g = 0; g < groups; ++g) {
+    ws.jobs[static_cast<std::size_t>(g)].pairs = pairs[static_cast<std::size_t>(g)];
+    ws.jobs[static_cast<std::size_t>(g)].width = widths[static_cast<std::size_t>(g)];
+  }
+  mr::cpu::order_groups_busiest_first(ws, groups);
+  const auto rows_of = [](const mr::cpu::expert_job& job) { return 2 * job.width; };
+  const std::size_t count = mr::cpu::list_work_items(ws, groups, rows_of);
+
+  // The naive list: repeatedly the unlisted group with the most pairs (the lowest index among
+  // equals), all its blocks in order; groups without pairs never.
+  std::vector<mr::cpu::work_item> expected;
+  std::vector<bool> listed(pairs.size(), false);
+  for (int round = 0; round < groups; ++round) {
+    int best = -1;
+    for (int g = 0; g < groups; ++g) {
+      if (!listed[static_cast<std::size_t>(g)] &&
+          (best < 0 || pairs[static_cast<std::size_t>(g)] > pairs[static_cast<std::size_t>(best)]))
+        best = g;
+    }
+    listed[static_cast<std::size_t>(best)] = true;
+    if (pairs[static_cast<std::size_t>(best)] == 0) continue;
+    const int rows = 2 * widths[static_cast<std::size_t>(best)];
+    for (int b = 0; b * mr::cpu::rows_per_item < rows; ++b) expected.push_back({best, b});
+  }
+  REQUIRE(count == expected.size());
+  for (std::size_t i = 0; i < count; ++i) {
+    CAPTURE(i);
+    CHECK(ws.items[i].group == expected[i].group);
+    CHECK(ws.items[i].block == expected[i].block);
+  }
+  // Hand-worked: groups 8 and 19 have 9 pairs each; 8 (2 x 20 = 40 rows: 2 blocks) leads,
+  // then 19 (94 rows: 3 blocks), then group 2, the first of those with 7.
+  CHECK(ws.items[0].group == 8);
+  CHECK(ws.items[1].group == 8);
+  CHECK(ws.items[1].block == 1);
+  CHECK(ws.items[2].group == 19);
+  CHECK(ws.items[5].group == 2);
+}
+
+TEST_CASE("a call lists its busiest expert's work items first") {
+  std::mt19937 rng(9);
+  const int experts = 16, d = 64, h = 32, n = 12, k = 2;
+  const expert_bank<mr::bfloat16> bank(experts, d, h, rng);
+  // Every token's first choice is expert 11; its second one of experts 0-3.
+  std::vector<float> logits(static_cast<std::size_t>(n) * experts, -20.0f), x(static_cast<std::size_t>(n) * d, 0.5f);
+  for (int i = 0; i < n; ++i) {
+    logits[static_cast<std::size_t>(i) * experts + 11] = 5.0f;
+    logits[static_cast<std::size_t>(i) * experts + static_cast<std::size_t>(i % 4)] = 4.0f;
+  }
+  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(k), batch, plan.view()).ok());
+  REQUIRE(plan.expert_tokens()[11] == n);
+  mr::cpu::executor_workspace ws({n, k, experts, d, h});
+  std::vector<float> y(x.size());
+  REQUIRE(
+      mr::cpu::moe_forward(x.data(), n, plan.view(), view_of<mr::bfloat16>(bank, false, nullptr), y.data(), ws).ok());
+  // The last listing (the down projection's) is still in the workspace.
+  CHECK(ws.items[0].group == 11);
+  CHECK(ws.items[1].group == 11);
+}

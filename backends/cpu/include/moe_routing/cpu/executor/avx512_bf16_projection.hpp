@@ -31,6 +31,16 @@ MOE_ROUTING_TARGET_AVX512_BF16 inline __m512bh load_pairs(const bfloat16* p, __m
   return (__m512bh)_mm512_maskz_loadu_epi16(lanes, p);
 }
 
+/// Hides where `v` came from, so the compiler cannot read it from the weight row again and
+/// keeps it for every later use. GCC 12 otherwise chose, in the 3-token tile only, to load
+/// each weight vector once per token (15 loads for 12 vdpbf16ps, where the core issues about
+/// one 64-byte load per two vdpbf16ps): that tile ran 2.7-4.3 G vdpbf16ps per second in L1
+/// while the 2- and 4-token ones ran 4.2-4.7 and 6.4; with it, 6.0-6.1
+/// (docs/benchmarks/executor_zen5.md).
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void keep_in_register(__m512bh& v) noexcept {
+  asm("" : "+v"(v));
+}
+
 /// One step of a tile: the 32 columns from `c` on that `valid` holds.
 template <int Tokens, prefetch_mode Mode>
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void bf16_step(__m512 (&acc)[block_rows][Tokens],
@@ -41,7 +51,10 @@ template <int Tokens, prefetch_mode Mode>
   prefetch_step<Mode>(block, c, cols);
   __m512bh w[block_rows];
   MOE_ROUTING_UNROLL
-  for (int i = 0; i < block_rows; ++i) w[i] = load_pairs(block.rows[i] + c, valid);
+  for (int i = 0; i < block_rows; ++i) {
+    w[i] = load_pairs(block.rows[i] + c, valid);
+    if constexpr (Tokens > 1) keep_in_register(w[i]);  // used once per token
+  }
   MOE_ROUTING_UNROLL
   for (int t = 0; t < Tokens; ++t) {
     const __m512bh xt = load_pairs(x + t * x_stride + c, valid);

@@ -52,6 +52,7 @@ class executor_workspace {
     const int longest = std::max(2 * widest, shape.hidden);  // a group's most output rows: gate/up or down
     items.assign(groups * static_cast<std::size_t>((longest + rows_per_item - 1) / rows_per_item), work_item{});
     jobs.assign(groups, expert_job{});
+    group_order.assign(groups, 0);
     valid_rank.assign(n, 0);
     valid_tokens.assign(n, 0);
     token_index.resize(n);
@@ -78,6 +79,7 @@ class executor_workspace {
   std::vector<float> expert_out;           ///< [pairs x d] each pair's expert output
   std::vector<work_item> items;            ///< the (group, row block) work items of one projection
   std::vector<expert_job> jobs;            ///< [groups] each group's job in this call
+  std::vector<std::int32_t> group_order;   ///< [groups] the order their work items are listed in
   std::vector<std::int32_t> valid_rank;    ///< [n] a token's index among the valid tokens
   std::vector<std::int32_t> valid_tokens;  ///< [n] the tokens with experts, in order
   std::vector<std::int32_t> token_index;   ///< 0..n-1, what the parallel combine walks
