@@ -27,7 +27,7 @@ def fit(xs, ys):
 
 def overlap_table(rows):
     """Each batch size's layer beside its compute alone (executor/qwen3-compute: every expert
-    sharing one expert's weights, in cache) and its paired read (the layer's time times its
+    using one expert's weights, in the caches) and its paired read (the layer's time times its
     paired fraction). Hidden = how much of the shorter of the two the layer overlapped:
     1 when it took the longer of them, 0 when it took their sum."""
     table = []
@@ -51,7 +51,7 @@ def overlap_table(rows):
     if not table:
         return []
     return ["", "## Compute and memory: how much of one the other hides", "",
-            "The same plans with every expert sharing one expert's weights (`executor/qwen3-compute`, in cache) "
+            "The same plans with every expert using one expert's weights (`executor/qwen3-compute`, in the caches) "
             "take the executor's compute alone; the paired read is the layer's memory traffic alone. A layer "
             "that overlapped them fully takes the longer; one that overlapped nothing, their sum. The last "
             "column is the paired fraction full overlap would reach.", "",

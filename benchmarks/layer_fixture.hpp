@@ -52,11 +52,8 @@ class weight_pool {
 
   /// Layer `l`'s first `experts` experts.
   mr::expert_weights<mr::bfloat16> layer(int l, int experts) const {
-    mr::expert_weights<mr::bfloat16> w;
-    w.experts = experts, w.hidden = hidden, w.intermediate = width;
-    w.gate = gate_[static_cast<std::size_t>(l)].data(), w.up = up_[static_cast<std::size_t>(l)].data();
-    w.down = down_[static_cast<std::size_t>(l)].data();
-    return w;
+    const auto at = static_cast<std::size_t>(l);
+    return weights_of(experts, gate_[at], up_[at], down_[at]);
   }
 
   /// A layer whose `experts` experts all use the first expert's weights (9 MiB, which stay in
@@ -64,13 +61,20 @@ class weight_pool {
   /// traffic. Its time next to a real layer's and to the paired read says how much of the two
   /// overlap.
   mr::expert_weights<mr::bfloat16> one_expert_layer(int experts) const {
-    mr::expert_weights<mr::bfloat16> w;
-    w.experts = experts, w.hidden = hidden, w.intermediate = width;
-    w.gate = one_gate_.data(), w.up = one_up_.data(), w.down = one_down_.data();
-    return w;
+    return weights_of(experts, one_gate_, one_up_, one_down_);
   }
 
  private:
+  using matrix_list = std::vector<const mr::bfloat16*>;  // one matrix per expert
+
+  static mr::expert_weights<mr::bfloat16> weights_of(int experts, const matrix_list& gate, const matrix_list& up,
+                                                     const matrix_list& down) {
+    mr::expert_weights<mr::bfloat16> w;
+    w.experts = experts, w.hidden = hidden, w.intermediate = width;
+    w.gate = gate.data(), w.up = up.data(), w.down = down.data();
+    return w;
+  }
+
   int experts_;
   std::vector<mr::bfloat16> storage_;
   std::vector<std::vector<const mr::bfloat16*>> gate_, up_, down_;
