@@ -5,6 +5,8 @@
 //    (active experts x bytes per expert / time) and that as a fraction of bandwidth/read;
 //  - executor/qwen3-compute: the same plans with every expert using one expert's weights (in
 //    the caches): the compute alone, to set beside executor/qwen3 and its paired read;
+//  - executor/qwen3-huge-pages: executor/qwen3 with the weights in transparent huge pages
+//    (`weight_storage.hpp`; a second pool, built when first run);
 //  - executor/kernel:K/n:N: the same with each projection kernel this CPU runs;
 //  - executor/active: latency against the number of active experts at n = 16;
 //  - tile/avx512_bf16: one tile of the AVX512_BF16 kernel in cache (no memory traffic), per
@@ -37,9 +39,13 @@ using bench::top_k;
 
 constexpr int experts = 128, layers = 3;
 
-const bench::weight_pool& pool() {
-  static const bench::weight_pool p(layers, experts);
-  return p;
+const bench::weight_pool& pool(bench::page_size pages) {
+  if (pages == bench::page_size::huge) {
+    static const bench::weight_pool in_huge_pages(layers, experts, pages);
+    return in_huge_pages;
+  }
+  static const bench::weight_pool in_default_pages(layers, experts, pages);
+  return in_default_pages;
 }
 
 /// A 2 GiB buffer (far beyond the last-level cache) read by every core with a STREAM-like
@@ -136,14 +142,21 @@ std::vector<mr::routing_plan> plans_with_active(int active) {
   return plans;
 }
 
-void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans, bool paired = false,
-               mr::cpu::isa_level kernel = mr::cpu::best_projection_level(),
-               bench::weight_source source = bench::weight_source::rotating_layers) {
+/// How `run_plans` runs its layers.
+struct layer_setup {
+  bool paired_read = false;  // each layer followed by a read of its bytes (`bench::run_layers`)
+  mr::cpu::isa_level kernel = mr::cpu::best_projection_level();
+  bench::weight_source source = bench::weight_source::rotating_layers;
+  bench::page_size pages = bench::page_size::system_default;
+};
+
+void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> plans, const layer_setup& setup = {}) {
   std::function<double(double)> paired_read;
-  if (paired) paired_read = [](double bytes) { return read_reference::instance().read(bytes); };
+  if (setup.paired_read) paired_read = [](double bytes) { return read_reference::instance().read(bytes); };
   bench::run_layers(
-      state, pool(), n, experts, [&](std::size_t call) -> mr::routing_plan& { return plans[call % plans.size()]; },
-      paired_read, kernel, source);
+      state, pool(setup.pages), n, experts,
+      [&](std::size_t call) -> mr::routing_plan& { return plans[call % plans.size()]; }, paired_read, setup.kernel,
+      setup.source);
 }
 
 /// The CPU model, as /proc/cpuinfo names it.
@@ -186,7 +199,15 @@ const bool registered = [] {
   benchmark::RegisterBenchmark("bandwidth/read", bandwidth_read)->UseRealTime()->Unit(benchmark::kMillisecond);
   for (const int n : {1, 4, 16, 64}) {
     benchmark::RegisterBenchmark(("executor/qwen3/n:" + std::to_string(n)).c_str(),
-                                 [n](benchmark::State& s) { run_plans(s, n, trace_plans(n), /*paired=*/true); })
+                                 [n](benchmark::State& s) { run_plans(s, n, trace_plans(n), {.paired_read = true}); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    // The same layers with the weights in huge pages: what the TLB costs the executor.
+    benchmark::RegisterBenchmark(("executor/qwen3-huge-pages/n:" + std::to_string(n)).c_str(),
+                                 [n](benchmark::State& s) {
+                                   run_plans(s, n, trace_plans(n),
+                                             {.paired_read = true, .pages = bench::page_size::huge});
+                                 })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     // The same plans with every expert using one expert's weights, which stay in the caches:
@@ -194,8 +215,8 @@ const bool registered = [] {
     // do not overlap; where it takes the longer of the two, they overlap fully.
     benchmark::RegisterBenchmark(("executor/qwen3-compute/n:" + std::to_string(n)).c_str(),
                                  [n](benchmark::State& s) {
-                                   run_plans(s, n, trace_plans(n), /*paired=*/false, mr::cpu::best_projection_level(),
-                                             bench::weight_source::one_expert_for_all);
+                                   run_plans(s, n, trace_plans(n),
+                                             {.source = bench::weight_source::one_expert_for_all});
                                  })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
@@ -207,7 +228,9 @@ const bool registered = [] {
     for (const int n : {1, 4, 16, 64}) {
       benchmark::RegisterBenchmark(
           (std::string("executor/kernel:") + mr::cpu::name_of(kernel) + "/n:" + std::to_string(n)).c_str(),
-          [n, kernel](benchmark::State& s) { run_plans(s, n, trace_plans(n), /*paired=*/true, kernel); })
+          [n, kernel](benchmark::State& s) {
+            run_plans(s, n, trace_plans(n), {.paired_read = true, .kernel = kernel});
+          })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }

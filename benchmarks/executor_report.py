@@ -59,6 +59,31 @@ def overlap_table(rows):
             "|---|---|---|---|---|---|"] + table
 
 
+def huge_pages_table(rows):
+    """Each batch size's layer with its weights in the default pages beside the same layer with
+    them in huge pages (executor/qwen3-huge-pages), with the share of each pool the kernel put
+    in huge pages."""
+    table = []
+    for n in sorted(int(name.split(":")[-1]) for name in rows if name.startswith("executor/qwen3-huge-pages/n:")):
+        default, huge = rows.get(f"executor/qwen3/n:{n}"), rows[f"executor/qwen3-huge-pages/n:{n}"]
+        if default is None:
+            continue
+        paired = [f"{b['fraction_of_read']:.0%}" if "fraction_of_read" in b else "n/a" for b in (default, huge)]
+        shares = [f"{b['huge_page_fraction']:.0%}" if "huge_page_fraction" in b else "n/a" for b in (default, huge)]
+        table.append(f"| {n} | {default['real_time']:.2f} | {huge['real_time']:.2f} | "
+                     f"{huge['real_time'] / default['real_time']:.3f} | {paired[0]} | {paired[1]} | "
+                     f"{shares[0]} | {shares[1]} |")
+    if not table:
+        return []
+    return ["", "## Weights in huge pages", "",
+            "The same layers with the weights in transparent huge pages (`executor/qwen3-huge-pages`: "
+            "madvise(MADV_HUGEPAGE) before the first write). The last two columns are the share of each pool "
+            "the kernel actually holds in huge pages: the system setting decides.", "",
+            "| n | default pages ms | huge pages ms | ratio | paired, default | paired, huge | in huge pages, default "
+            "| in huge pages, huge |",
+            "|---|---|---|---|---|---|---|---|"] + table
+
+
 def main():
     path, out, machine, compiler, commit = sys.argv[1:6]
     context, rows = medians(path)
@@ -84,6 +109,7 @@ def main():
             lines.append(f"| {name.split(':')[-1]} | {b['active']:.1f} | {b['real_time']:.2f} | "
                          f"{b['weight_bytes_per_second'] / 1e9:.1f} GB/s | {frac:.0%} | {paired} |")
     lines += overlap_table(rows)
+    lines += huge_pages_table(rows)
     points = sorted((b["active"], b["real_time"]) for name, b in rows.items() if name.startswith("executor/active:"))
     if len(points) >= 2:
         slope, intercept, r2 = fit([p[0] for p in points], [p[1] for p in points])

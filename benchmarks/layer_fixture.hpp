@@ -3,7 +3,8 @@
 // Qwen3-30B-A3B's (d = 2048, h = 768) over several layers, and a loop that runs one MoE
 // layer per iteration on the next layer's weights, so no expert is still cached from the
 // previous iteration (the pool is far larger than the last-level cache); or, to time the
-// compute alone, on one layer whose experts all use one expert's weights.
+// compute alone, on one layer whose experts all use one expert's weights. The weights live in
+// the system's default pages or in huge pages (`weight_storage.hpp`).
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,8 @@
 #include <moe_routing/cpu.hpp>
 #include <moe_routing/cpu/executor/moe_forward.hpp>
 
+#include "weight_storage.hpp"
+
 namespace bench {
 namespace mr = moe_routing;
 
@@ -23,12 +26,13 @@ inline constexpr int hidden = 2048, width = 768, top_k = 8;
 inline constexpr double expert_bytes = 3.0 * width * hidden * sizeof(mr::bfloat16);
 
 /// `layers` x `experts` experts of bf16 weights with small deterministic values (their
-/// magnitude does not matter to the memory traffic).
+/// magnitude does not matter to the memory traffic), in `pages`.
 class weight_pool {
  public:
-  weight_pool(int layers, int experts) : experts_(experts) {
+  weight_pool(int layers, int experts, page_size pages = page_size::system_default)
+      : experts_(experts),
+        storage_(static_cast<std::size_t>(layers) * experts * 3 * std::size_t{width} * hidden, pages) {
     const std::size_t matrix = static_cast<std::size_t>(width) * hidden;
-    storage_.resize(static_cast<std::size_t>(layers) * experts * 3 * matrix);
     std::vector<std::size_t> chunks(static_cast<std::size_t>(layers) * experts * 3);
     std::iota(chunks.begin(), chunks.end(), std::size_t{0});
     std::for_each(std::execution::par, chunks.begin(), chunks.end(), [&](std::size_t c) {
@@ -49,6 +53,7 @@ class weight_pool {
   int layers() const { return static_cast<int>(gate_.size()); }
   int experts() const { return experts_; }
   double gibibytes() const { return static_cast<double>(storage_.size() * sizeof(mr::bfloat16)) / (1 << 30); }
+  double huge_page_fraction() const { return storage_.huge_page_fraction(); }
 
   /// Layer `l`'s first `experts` experts.
   mr::expert_weights<mr::bfloat16> layer(int l, int experts) const {
@@ -76,7 +81,7 @@ class weight_pool {
   }
 
   int experts_;
-  std::vector<mr::bfloat16> storage_;
+  weight_storage storage_;
   std::vector<std::vector<const mr::bfloat16*>> gate_, up_, down_;
   std::vector<const mr::bfloat16*> one_gate_, one_up_, one_down_;  // each entry: layer 0's first expert
 };
@@ -133,6 +138,7 @@ inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, 
   const double calls = static_cast<double>(std::max<std::size_t>(call, 1));
   state.counters["active"] = active_total / calls;
   state.counters["assignments"] = assignments_total / calls;
+  state.counters["huge_page_fraction"] = pool.huge_page_fraction();
   const bool one_expert = source == weight_source::one_expert_for_all;
   const double experts_held = one_expert ? 1.0 : static_cast<double>(pool.layers()) * experts;
   state.counters["working_set_GiB"] = experts_held * expert_bytes / (1 << 30);
