@@ -77,10 +77,11 @@ def huge_pages_table(rows):
         return []
     return ["", "## Weights in huge pages", "",
             "The same layers with the weights in transparent huge pages (`executor/qwen3-huge-pages`: "
-            "madvise(MADV_HUGEPAGE) before the first write). The last two columns are the share of each pool "
-            "the kernel actually holds in huge pages: the system setting decides.", "",
-            "| n | default pages ms | huge pages ms | ratio | paired, default | paired, huge | in huge pages, default "
-            "| in huge pages, huge |",
+            "madvise(MADV_HUGEPAGE) before the first write). Both paired fractions are against a read of "
+            "default-page memory. The last two columns are the share of each pool the kernel actually holds in "
+            "huge pages: the system setting decides.", "",
+            "| n | default pages ms | huge pages ms | huge / default | paired fraction, default | paired fraction, huge "
+            "| in huge pages, default | in huge pages, huge |",
             "|---|---|---|---|---|---|---|---|"] + table
 
 
