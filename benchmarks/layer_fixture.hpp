@@ -52,7 +52,6 @@ class weight_pool {
   }
   int layers() const { return static_cast<int>(gate_.size()); }
   int experts() const { return experts_; }
-  double gibibytes() const { return static_cast<double>(storage_.size() * sizeof(mr::bfloat16)) / (1 << 30); }
   double huge_page_fraction() const { return storage_.huge_page_fraction(); }
 
   /// Layer `l`'s first `experts` experts.

@@ -37,7 +37,7 @@ enum class page_size { system_default, huge };
 /// part of it), advised into huge pages when `pages` is `page_size::huge`.
 class weight_storage {
  public:
-  weight_storage(std::size_t count, page_size pages) : count_(count) {
+  weight_storage(std::size_t count, page_size pages) {
     constexpr std::size_t huge_page = std::size_t{2} << 20;
     bytes_ = (count * sizeof(moe_routing::bfloat16) + huge_page - 1) / huge_page * huge_page;
     data_ = static_cast<moe_routing::bfloat16*>(std::aligned_alloc(huge_page, bytes_));
@@ -55,7 +55,6 @@ class weight_storage {
   weight_storage& operator=(const weight_storage&) = delete;
 
   moe_routing::bfloat16* data() { return data_; }
-  std::size_t size() const { return count_; }
   moe_routing::bfloat16& operator[](std::size_t i) { return data_[i]; }
 
   /// The share of this memory in huge pages now, from the AnonHugePages of the mappings that
@@ -83,7 +82,7 @@ class weight_storage {
   }
 
  private:
-  std::size_t count_ = 0, bytes_ = 0;
+  std::size_t bytes_ = 0;
   moe_routing::bfloat16* data_ = nullptr;
 };
 
