@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Interleaved A/B of two builds of one Google Benchmark binary.
 
-Runs the `before` and `after` binaries alternately (before, after, before, ...) `--rounds`
-times, each run with `--repetitions` repetitions in random order, and prints a Markdown
-table of the median real time of each benchmark for both and their ratio, with the median
-ratio over all cells. Alternating spreads the machine's slow spells over both binaries.
-Standard library only (any python3).
+Runs the `before` and `after` binaries alternately `--rounds` times, each run with
+`--repetitions` repetitions in random order, and prints a Markdown table of the median real
+time of each benchmark for both (in the benchmark's own time unit) and their ratio, with the
+median ratio over all cells. Alternating spreads the machine's slow spells over both
+binaries; the binary that goes first changes from round to round (before, after; after,
+before; ...), because on the development machines whichever ran first in every round was
+once slower in every cell (docs/benchmarks/dispatch.md). Standard library only (any python3).
 
   benchmarks/ab_compare.py BEFORE AFTER --filter 'route/seq/.*/n:(1|16|64)/E:(128|256)/k:8$'
 """
@@ -37,13 +39,16 @@ def main():
     parser.add_argument("--min-time", default="0.05")
     args = parser.parse_args()
     times = {"before": {}, "after": {}}
+    units = {}
     context = None
     with tempfile.TemporaryDirectory() as scratch:
         for round_index in range(args.rounds):
-            for side, binary in (("before", args.before), ("after", args.after)):
+            order = (("before", args.before), ("after", args.after))
+            for side, binary in order if round_index % 2 == 0 else reversed(order):
                 context, rows = run(binary, args, f"{scratch}/{side}{round_index}.json")
                 for row in rows:
                     times[side].setdefault(row["run_name"], []).append(row["real_time"])
+                    units[row["run_name"]] = row.get("time_unit", "ns")
                 print(f"round {round_index + 1}/{args.rounds}: {side} done", file=sys.stderr)
     names = sorted(set(times["before"]) & set(times["after"]))
     if not names:
@@ -51,12 +56,12 @@ def main():
     ratios = []
     print(f"CPU: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs at "
           f"{context.get('mhz_per_cpu', '?')} MHz; {args.rounds} rounds x {args.repetitions} repetitions\n")
-    print("| benchmark | before (ns) | after (ns) | after / before |\n|---|---|---|---|")
+    print("| benchmark | unit | before | after | after / before |\n|---|---|---|---|---|")
     for name in names:
         before = statistics.median(times["before"][name])
         after = statistics.median(times["after"][name])
         ratios.append(after / before)
-        print(f"| `{name}` | {before:,.0f} | {after:,.0f} | {after / before:.3f} |")
+        print(f"| `{name}` | {units[name]} | {before:,.4g} | {after:,.4g} | {after / before:.3f} |")
     print(f"\nMedian ratio over the {len(ratios)} cells: **{statistics.median(ratios):.3f}** "
           f"(lowest {min(ratios):.3f}, highest {max(ratios):.3f}).")
 
