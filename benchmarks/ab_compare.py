@@ -29,6 +29,11 @@ def run(binary, args, out):
     return report["context"], [b for b in report["benchmarks"] if b.get("run_type") == "iteration"]
 
 
+def shown(time):
+    """A time with four significant digits, whole numbers from 1,000 on (never an exponent)."""
+    return f"{time:,.0f}" if time >= 1000 else f"{time:.4g}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before")
@@ -61,7 +66,7 @@ def main():
         before = statistics.median(times["before"][name])
         after = statistics.median(times["after"][name])
         ratios.append(after / before)
-        print(f"| `{name}` | {units[name]} | {before:,.4g} | {after:,.4g} | {after / before:.3f} |")
+        print(f"| `{name}` | {units[name]} | {shown(before)} | {shown(after)} | {after / before:.3f} |")
     print(f"\nMedian ratio over the {len(ratios)} cells: **{statistics.median(ratios):.3f}** "
           f"(lowest {min(ratios):.3f}, highest {max(ratios):.3f}).")
 

@@ -235,67 +235,89 @@ TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
 namespace {
 
 /// One row kernel's `sweep_rows` and `sweep_gate_up` over bfloat16 weights against dot
-/// products in double, written here: `cols` wide rows, `m` tokens. Each output must be within
-/// 1e-5 of the sum of its products' magnitudes (float sums of exact products).
+/// products in double, written here: rows [row_begin, rows) of `cols`-wide matrices, `m`
+/// tokens. Activation and output rows are longer than the sums need (padding that holds NaN),
+/// so a sweep that mixes up a stride with a width reads NaN or writes where it must not. Each
+/// output must be within 1e-5 times the sum of its products' magnitudes (float sums of exact
+/// products); every output outside [row_begin, rows) must stay unwritten.
 template <class Kernel>
-void check_sweeps(Kernel kernel, int rows, int cols, int m, std::mt19937& rng) {
+void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::mt19937& rng) {
   using input = std::conditional_t<mr::cpu::takes_bf16_activations<Kernel>, mr::bfloat16, float>;
+  const int x_stride = cols + 5, out_stride = rows + 3;
+  const float unwritten = std::numeric_limits<float>::quiet_NaN();
   std::normal_distribution<float> noise(0.0f, 1.0f);
-  const auto fill = [&]<class Value>(std::vector<Value>& values, std::vector<double>& exact, std::size_t size) {
-    values.resize(size), exact.resize(size);
-    for (std::size_t i = 0; i < size; ++i) {
-      exact[i] = test::round_to_bf16(noise(rng));  // exact in bfloat16 and in float
+  // `columns` values of each of `count` rows `stride` apart, rounded to bfloat16 (so exact in
+  // both element types), and the same values in double; NaN in the padding.
+  const auto fill = [&]<class Value>(std::vector<Value>& values, std::vector<double>& exact, int count, int columns,
+                                     int stride) {
+    const auto as_value = [](float v) {
       if constexpr (std::is_same_v<Value, float>) {
-        values[i] = static_cast<float>(exact[i]);
+        return v;
       } else {
-        values[i] = mr::to_bfloat16(static_cast<float>(exact[i]));
+        return mr::to_bfloat16(v);
+      }
+    };
+    values.assign(static_cast<std::size_t>(count) * stride, as_value(unwritten));
+    exact.assign(values.size(), 0.0);
+    for (int row = 0; row < count; ++row) {
+      for (int c = 0; c < columns; ++c) {
+        const std::size_t at = static_cast<std::size_t>(row) * stride + c;
+        exact[at] = test::round_to_bf16(noise(rng));
+        values[at] = as_value(static_cast<float>(exact[at]));
       }
     }
   };
   std::vector<mr::bfloat16> gate, up;
   std::vector<input> x;
   std::vector<double> gate_d, up_d, x_d;
-  fill(gate, gate_d, static_cast<std::size_t>(rows) * cols);
-  fill(up, up_d, static_cast<std::size_t>(rows) * cols);
-  fill(x, x_d, static_cast<std::size_t>(m) * cols);
+  fill(gate, gate_d, rows, cols, cols);
+  fill(up, up_d, rows, cols, cols);
+  fill(x, x_d, m, cols, x_stride);
   // dot(row r of w, token t) and the sum of its products' magnitudes.
   const auto dot = [&](const std::vector<double>& w, int r, int t, double& magnitude) {
     double sum = 0;
     magnitude = 0;
     for (int c = 0; c < cols; ++c) {
-      const double product = w[static_cast<std::size_t>(r) * cols + c] * x_d[static_cast<std::size_t>(t) * cols + c];
+      const double product =
+          w[static_cast<std::size_t>(r) * cols + c] * x_d[static_cast<std::size_t>(t) * x_stride + c];
       sum += product, magnitude += std::abs(product);
     }
     return sum;
   };
-  const float unwritten = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> out(static_cast<std::size_t>(m) * rows, unwritten), act(out.size(), unwritten);
-  mr::cpu::sweep_rows(kernel, gate.data(), 0, rows, cols, x.data(), cols, m, out.data(), rows);
+  std::vector<float> out(static_cast<std::size_t>(m) * out_stride, unwritten), act(out.size(), unwritten);
+  mr::cpu::sweep_rows(kernel, gate.data(), row_begin, rows, cols, x.data(), x_stride, m, out.data(), out_stride);
   mr::cpu::sweep_gate_up(
-      kernel, gate.data(), up.data(), 0, rows, cols, x.data(), cols, m, act.data(), rows,
+      kernel, gate.data(), up.data(), row_begin, rows, cols, x.data(), x_stride, m, act.data(), out_stride,
       [](float g, float u) { return g - 2.0f * u; }, [](float v) { return v; });
-  int wrong = 0;
+  int wrong = 0, written_outside = 0;
   for (int t = 0; t < m; ++t) {
-    for (int r = 0; r < rows; ++r) {
+    for (int r = 0; r < out_stride; ++r) {
+      const std::size_t at = static_cast<std::size_t>(t) * out_stride + r;
+      if (r < row_begin || r >= rows) {
+        written_outside += !std::isnan(out[at]) + !std::isnan(act[at]);
+        continue;
+      }
       double g_size = 0, u_size = 0;
       const double g = dot(gate_d, r, t, g_size), u = dot(up_d, r, t, u_size);
-      const std::size_t at = static_cast<std::size_t>(t) * rows + r;
       const bool row_ok = std::abs(out[at] - g) <= 1e-5 * g_size;
-      const bool act_ok = std::abs(act[at] - (g - 2 * u)) <= 1e-5 * (g_size + 2 * u_size) + 1e-6 * std::abs(g);
-      if (!row_ok || !act_ok) ++wrong;
+      const bool act_ok = std::abs(act[at] - (g - 2 * u)) <= 1e-5 * (g_size + 2 * u_size);
+      wrong += !row_ok || !act_ok;  // false for NaN too
     }
   }
+  CAPTURE(row_begin);
   CAPTURE(rows);
   CAPTURE(cols);
   CAPTURE(m);
   CHECK(wrong == 0);
+  CHECK(written_outside == 0);
 }
 
 }  // namespace
 
-// Rows over a thousand columns wide (1100: a last step short of every kernel's 8, 16 or 32
-// columns) and up to 50 tokens (9 tiles, every pass's prefetch mode), which the executor
-// tests' small shapes do not reach, and an activation that tells gate from up.
+// Rows over a thousand columns wide (1100: a last step short of every kernel's 8, 16 and 32
+// columns) and up to 50 tokens (9 to 25 tiles, depending on the kernel's tile: every pass's
+// prefetch mode), which the executor tests' small shapes do not reach, and an activation that
+// tells gate from up.
 TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows and many tokens") {
   std::mt19937 rng(31);
   for (const mr::cpu::isa_level level : runnable_levels()) {
@@ -303,8 +325,9 @@ TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows a
     CAPTURE(name);
     mr::cpu::with_projection_kernel<mr::bfloat16>(level, [&](auto kernel) {
       if constexpr (mr::cpu::row_kernel<decltype(kernel)>) {
-        for (const int m : {1, 6, 7, 13, 24, 25, 50}) check_sweeps(kernel, 37, 1100, m, rng);
-        check_sweeps(kernel, 19, 70, 30, rng);  // a short last block
+        for (const int m : {1, 6, 7, 13, 24, 25, 50}) check_sweeps(kernel, 0, 37, 1100, m, rng);
+        check_sweeps(kernel, 5, 37, 1100, 13, rng);  // a sweep that starts past row 0
+        check_sweeps(kernel, 0, 19, 70, 30, rng);    // rows shorter than the prefetch distance
       }
     });
   }
