@@ -25,7 +25,11 @@ def run(binary, args, out):
                "--benchmark_format=json", f"--benchmark_out={out}", "--benchmark_out_format=json"]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
-        report = json.load(f)
+        text = f.read()
+    if not text.strip():  # Google Benchmark writes no report when the filter matches nothing
+        sys.exit(f"ab_compare.py: {binary} ran no benchmark matching --filter '{args.filter}' "
+                 "(--benchmark_list_tests shows the names; most layer benchmarks end in /real_time)")
+    report = json.loads(text)
     return report["context"], [b for b in report["benchmarks"] if b.get("run_type") == "iteration"]
 
 

@@ -10,7 +10,12 @@
 //  - executor/kernel:K/n:N: the same with each projection kernel this CPU runs;
 //  - executor/active: latency against the number of active experts at n = 16;
 //  - tile/avx512_bf16: one tile of the AVX512_BF16 kernel in cache (no memory traffic), per
-//    token pass's prefetch mode: the kernel's compute ceiling, in vdpbf16ps per second.
+//    token pass's prefetch mode: the kernel's compute ceiling, in vdpbf16ps per second;
+//  - item/avx512_bf16/gate_up: one gate/up work item swept for T tokens as the executor does
+//    (every block, every token group, SwiGLU), its rows in L2: what one core's passes cost
+//    without memory, steady to a few percent where the layer benchmarks swing by 10%;
+//  - bandwidth/l2_read_one_core: one core reading the same 128 KiB again and again: the ceiling
+//    of a pass that only reads (one token).
 // The context names the CPU model and the kernels the build takes on it.
 // The weights of three layers (3.4 GiB) are allocated and each iteration takes the next
 // layer and a fresh plan, so no expert is still cached from the previous iteration (except in
@@ -19,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <execution>
 #include <fstream>
 #include <functional>
@@ -191,12 +197,54 @@ void bf16_tile_in_cache(benchmark::State& state, int cols, int tokens, int pass)
   state.counters["vdpbf16ps_per_s"] =
       benchmark::Counter(instructions_per_tile * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
+
+/// A gate/up work item's shape at Qwen3-30B-A3B's d: 16 gate and 16 up rows of 2048 bfloat16
+/// columns, 128 KiB, which stays in L2 (1-2 MiB per core on the CPUs we run on) from call to call.
+constexpr int item_cols = 2048, item_rows = 16;
+constexpr std::size_t item_bytes = std::size_t{2} * item_rows * item_cols * sizeof(mr::bfloat16);
+
+// One gate/up work item for `tokens` tokens, as the executor sweeps it (`sweep_gate_up`: every
+// block of 2 gate and 2 up rows for each token group, SwiGLU on each tile's sums). The matrices
+// hold the next item's rows as well, so the second token pass's run-ahead prefetches land on
+// weights, as they do in a layer.
+void bf16_item_in_cache(benchmark::State& state, int tokens) {
+  const std::size_t elements = std::size_t{2} * item_rows * item_cols;  // this item's rows and the next's
+  std::vector<mr::bfloat16> gate(elements, mr::to_bfloat16(0.5f)), up(elements, mr::to_bfloat16(-0.25f));
+  std::vector<mr::bfloat16> x(static_cast<std::size_t>(tokens) * item_cols, mr::to_bfloat16(0.125f));
+  std::vector<mr::bfloat16> activations(static_cast<std::size_t>(tokens) * item_rows);
+  for (auto _ : state) {
+    mr::cpu::sweep_gate_up(mr::cpu::avx512_bf16_kernel{}, gate.data(), up.data(), 0, item_rows, item_cols, x.data(),
+                           item_cols, tokens, activations.data(), item_rows, mr::cpu::swiglu,
+                           [](float v) { return mr::to_bfloat16(v); });
+    benchmark::DoNotOptimize(activations.data());
+    benchmark::ClobberMemory();
+  }
+  const double instructions = 2.0 * item_rows * tokens * (item_cols / 32);
+  state.counters["vdpbf16ps_per_s"] =
+      benchmark::Counter(instructions * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["weight_bytes_per_s"] =
+      benchmark::Counter(static_cast<double>(item_bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
 #endif
+
+// One core reading a gate/up item's 128 KiB (in L2 after the first iteration) with integer sums,
+// which the compiler vectorizes: what a pass over an item from L2 could reach if it only read.
+void l2_read_one_core(benchmark::State& state) {
+  std::vector<std::uint64_t> buffer(item_bytes / sizeof(std::uint64_t), 1);
+  for (auto _ : state) {
+    std::uint64_t sum = 0;
+    for (const std::uint64_t v : buffer) sum += v;
+    benchmark::DoNotOptimize(sum);
+  }
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(static_cast<double>(item_bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
 
 const bool registered = [] {
   benchmark::AddCustomContext("cpu_model", cpu_model());
   benchmark::AddCustomContext("kernels", mr::cpu::kernel_report());
   benchmark::RegisterBenchmark("bandwidth/read", bandwidth_read)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("bandwidth/l2_read_one_core", l2_read_one_core);
   for (const int n : {1, 4, 16, 64}) {
     benchmark::RegisterBenchmark(("executor/qwen3/n:" + std::to_string(n)).c_str(),
                                  [n](benchmark::State& s) { run_plans(s, n, trace_plans(n), {.paired_read = true}); })
@@ -252,6 +300,10 @@ const bool registered = [] {
                                        [=](benchmark::State& s) { bf16_tile_in_cache(s, cols, tokens, pass); });
         }
       }
+    }
+    for (const int tokens : {1, 2, 3, 4, 6, 12, 24}) {
+      benchmark::RegisterBenchmark(("item/avx512_bf16/gate_up/tokens:" + std::to_string(tokens)).c_str(),
+                                   [=](benchmark::State& s) { bf16_item_in_cache(s, tokens); });
     }
   }
 #endif

@@ -1,25 +1,35 @@
 // Once the workspace and plan are sized, a routing call makes no heap allocation.
-// This binary counts every global operator new.
+// This binary counts every global operator new, and can make a chosen one throw (what a
+// workspace does when its sizing runs out of memory part of the way through).
 
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <atomic>
 #include <cstdlib>
 #include <new>
 
+#include <moe_routing/cpu/executor/moe_forward.hpp>
+
+#include "naive_executor.hpp"
 #include "plan_checks.hpp"
 
 namespace {
 std::atomic<long> allocations{0};
+std::atomic<long> failing_allocation{-1};  ///< the value of `allocations` whose allocation throws
+
+/// Counts one allocation; throws std::bad_alloc if it is the one chosen to fail.
+void count_allocation() {
+  if (allocations.fetch_add(1, std::memory_order_relaxed) + 1 == failing_allocation.load()) throw std::bad_alloc();
 }
+}  // namespace
 
 void* operator new(std::size_t size) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
+  count_allocation();
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t size) { return ::operator new(size); }
 void* operator new(std::size_t size, std::align_val_t alignment) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
+  count_allocation();
   const std::size_t a = static_cast<std::size_t>(alignment);
   if (void* p = std::aligned_alloc(a, (size + a - 1) / a * a)) return p;
   throw std::bad_alloc();
@@ -126,4 +136,84 @@ TEST_CASE("a sequential routing call with a replica map allocates nothing") {
       CHECK(allocations.load() - before == 0);
     }
   }
+}
+
+namespace {
+/// Calls `reserve()` again and again, one of its allocations made to throw std::bad_alloc,
+/// with `after_failure()` after each failure, until a call succeeds; returns how many failed.
+/// A buffer that a failed call already sized is not allocated again, while the one that threw
+/// is allocated first in the next call: so the first call fails its first allocation, and each
+/// later call its second, and every buffer the reserve grows is the one that throws once.
+template <class Reserve, class AfterFailure>
+int fail_each_allocation_of(Reserve&& reserve, AfterFailure&& after_failure) {
+  for (int failures = 0;; ++failures) {
+    failing_allocation = allocations.load() + (failures == 0 ? 1 : 2);
+    try {
+      reserve();
+      failing_allocation = -1;
+      return failures;
+    } catch (const std::bad_alloc&) {
+      failing_allocation = -1;
+      after_failure();
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("a routing workspace whose sizing runs out of memory claims no room until sized again") {
+  namespace mr = test::mr;
+  const int n = 300, experts = 64, k = 8;
+  std::vector<float> scores(static_cast<std::size_t>(n) * experts);
+  std::mt19937 rng(8);
+  for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k}),
+      fresh({.tokens = n, .experts = experts, .top_k = k});
+  const auto policy = mr::parse_policy_or_throw("oea(k0=4,top_p=0.8,max_rank=20,k=8)");
+  mr::cpu::workspace ws({16, 16, 2});  // too small for the batch
+  const int failures = fail_each_allocation_of(
+      [&] {
+        ws.reserve({n, experts, k});
+      },
+      [&] {
+        REQUIRE(ws.shape().max_tokens == 0);
+        CHECK(ws.shape().experts == 0);
+        CHECK(ws.shape().top_k == 0);
+        CHECK(mr::cpu::route(policy, batch, plan.view(), ws).code == mr::errc::workspace_too_small);
+      });
+  CHECK(failures >= 10);  // each of its buffers was the one that failed once
+  REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
+  mr::cpu::workspace other({n, experts, k});
+  REQUIRE(mr::cpu::route(policy, batch, fresh.view(), other).ok());
+  CHECK(plan.ids() == fresh.ids());
+  CHECK(plan.weights() == fresh.weights());
+}
+
+TEST_CASE("an executor workspace whose sizing runs out of memory claims no room until sized again") {
+  namespace mr = test::mr;
+  const int n = 24, experts = 8, d = 64, h = 48, k = 2;
+  std::mt19937 rng(9);
+  const test::expert_bank<mr::bfloat16> bank(experts, d, h, rng);
+  const auto weights = test::view_of<mr::bfloat16>(bank, false, nullptr);
+  std::vector<float> x(static_cast<std::size_t>(n) * d), y(x.size()), logits(static_cast<std::size_t>(n) * experts);
+  for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  for (auto& v : logits) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
+  mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(k), batch, plan.view()).ok());
+  mr::cpu::executor_workspace ws({2, k, experts, d, h});  // too few tokens for the call
+  const int failures = fail_each_allocation_of(
+      [&] {
+        ws.reserve({n, k, experts, d, h});
+      },
+      [&] {
+        REQUIRE(ws.shape().max_tokens == 0);
+        CHECK(ws.shape().hidden == 0);
+        CHECK(mr::cpu::moe_forward(x.data(), n, plan.view(), weights, y.data(), ws).code ==
+              mr::errc::workspace_too_small);
+      });
+  CHECK(failures >= 10);
+  REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), weights, y.data(), ws).ok());
+  CHECK(test::relative_error(y, test::naive_forward<mr::bfloat16>(x, plan, bank, nullptr, /*rounded=*/true)) <
+        1.0 / 256);
 }

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <bit>
+#include <limits>
 
 #include <moe_routing/cpu/executor/moe_forward.hpp>
 
@@ -169,6 +170,60 @@ TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") 
         "shape mismatch: weights.hidden = 0: must be positive");
 }
 
+TEST_CASE("executor bad input: a plan's non-finite weight, negative id or count above k is refused, y untouched") {
+  std::mt19937 rng(6);
+  const expert_bank<float> bank(8, 32, 16, rng);
+  std::vector<float> x(4 * 32, 0.5f), logits(4 * 8);
+  for (auto& v : logits) v = std::normal_distribution<float>(0, 1)(rng);
+  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), 4, 8)};
+  mr::routing_plan plan({.tokens = 4, .experts = 8, .top_k = 2});
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(2), batch, plan.view()).ok());
+  const auto w = view_of<float>(bank, false, nullptr);
+  mr::cpu::executor_workspace ws({4, 2, 8, 32, 16});
+  const std::vector<float> untouched(4 * 32, 7.0f);
+  const auto refusal = [&](std::vector<float> weights, std::vector<std::int32_t> ids,
+                           std::vector<std::int32_t> counts) {
+    mr::plan_view view = plan.view();
+    view.weights = weights.data(), view.ids = ids.data(), view.counts = counts.data();
+    std::vector<float> y = untouched;
+    const std::string message = mr::to_string(mr::cpu::moe_forward(x.data(), 4, view, w, y.data(), ws));
+    if (message != "ok") CHECK(y == untouched);
+    return message;
+  };
+  const std::vector<float> weights(plan.weights().begin(), plan.weights().end());
+  const std::vector<std::int32_t> ids(plan.ids().begin(), plan.ids().end());
+  const std::vector<std::int32_t> counts(plan.counts().begin(), plan.counts().end());
+  REQUIRE(refusal(weights, ids, counts) == "ok");  // the plan as routed: the lambda changes nothing else
+  const auto with_weight = [&](float bad) {
+    auto changed = weights;
+    changed[5] = bad;  // token 2, slot 1
+    return refusal(changed, ids, counts);
+  };
+  CHECK(with_weight(std::numeric_limits<float>::quiet_NaN()) ==
+        "invalid input: plan.weights[i][j]: is NaN: must be finite");
+  CHECK(with_weight(std::numeric_limits<float>::infinity()) ==
+        "invalid input: plan.weights[i][j] = inf: must be finite");
+  CHECK(with_weight(-std::numeric_limits<float>::infinity()) ==
+        "invalid input: plan.weights[i][j] = -inf: must be finite");
+  auto negative = ids;
+  negative[6] = -1;
+  CHECK(refusal(weights, negative, counts) ==
+        "invalid input: plan.ids[i][j] = -1: must be an expert index below weights.experts = 8");
+  auto too_many = counts;
+  too_many[3] = 3;
+  CHECK(refusal(weights, ids, too_many) == "invalid input: plan.counts[i] = 3: must be in [0, k] k = 2");
+  // A weight past the row's count is not part of the plan, whatever it holds.
+  auto short_rows = counts;
+  short_rows[2] = 1;
+  auto unused = weights;
+  unused[5] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> y(4 * 32);
+  mr::plan_view view = plan.view();
+  view.weights = unused.data(), view.counts = short_rows.data();
+  CHECK(mr::cpu::moe_forward(x.data(), 4, view, w, y.data(), ws).ok());
+  for (const float v : y) REQUIRE(std::isfinite(v));
+}
+
 namespace {
 
 /// Lowers the CPU runner's kernel ceiling for one scope.
@@ -234,27 +289,39 @@ TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
 
 namespace {
 
-/// One row kernel's `sweep_rows` and `sweep_gate_up` over bfloat16 weights against dot
+/// One row kernel's `sweep_rows` and `sweep_gate_up` over `Weight` weights against dot
 /// products in double, written here: rows [row_begin, rows) of `cols`-wide matrices, `m`
 /// tokens. Activation and output rows are longer than the sums need (padding that holds NaN),
 /// so a sweep that mixes up a stride with a width reads NaN or writes where it must not. Each
 /// output must be within 1e-5 times the sum of its products' magnitudes (float sums of exact
 /// products); every output outside [row_begin, rows) must stay unwritten.
-template <class Kernel>
+template <class Weight, class Kernel>
 void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::mt19937& rng) {
   using input = std::conditional_t<mr::cpu::takes_bf16_activations<Kernel>, mr::bfloat16, float>;
   const int x_stride = cols + 5, out_stride = rows + 3;
   const float unwritten = std::numeric_limits<float>::quiet_NaN();
   std::normal_distribution<float> noise(0.0f, 1.0f);
-  // `columns` values of each of `count` rows `stride` apart, rounded to bfloat16 (so exact in
-  // both element types), and the same values in double; NaN in the padding.
+  // `columns` values of each of `count` rows `stride` apart, rounded to bfloat16 (so that
+  // bf16 x bf16 products are those of the values stored), and the stored values decoded here
+  // in double; NaN in the padding.
   const auto fill = [&]<class Value>(std::vector<Value>& values, std::vector<double>& exact, int count, int columns,
                                      int stride) {
     const auto as_value = [](float v) {
       if constexpr (std::is_same_v<Value, float>) {
         return v;
+      } else if constexpr (std::is_same_v<Value, mr::float16>) {
+        return mr::to_float16(v);
       } else {
         return mr::to_bfloat16(v);
+      }
+    };
+    const auto decoded = [](Value v) -> double {
+      if constexpr (std::is_same_v<Value, float>) {
+        return v;
+      } else if constexpr (std::is_same_v<Value, mr::float16>) {
+        return test::decode_f16(v.bits);
+      } else {
+        return test::decode_bf16(v.bits);
       }
     };
     values.assign(static_cast<std::size_t>(count) * stride, as_value(unwritten));
@@ -262,12 +329,12 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
     for (int row = 0; row < count; ++row) {
       for (int c = 0; c < columns; ++c) {
         const std::size_t at = static_cast<std::size_t>(row) * stride + c;
-        exact[at] = test::round_to_bf16(noise(rng));
-        values[at] = as_value(static_cast<float>(exact[at]));
+        values[at] = as_value(static_cast<float>(test::round_to_bf16(noise(rng))));
+        exact[at] = decoded(values[at]);
       }
     }
   };
-  std::vector<mr::bfloat16> gate, up;
+  std::vector<Weight> gate, up;
   std::vector<input> x;
   std::vector<double> gate_d, up_d, x_d;
   fill(gate, gate_d, rows, cols, cols);
@@ -304,6 +371,10 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
       wrong += !row_ok || !act_ok;  // false for NaN too
     }
   }
+  const std::string weights = std::is_same_v<Weight, float>         ? "float"
+                              : std::is_same_v<Weight, mr::float16> ? "float16"
+                                                                    : "bfloat16";
+  CAPTURE(weights);
   CAPTURE(row_begin);
   CAPTURE(rows);
   CAPTURE(cols);
@@ -320,16 +391,21 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
 // tells gate from up.
 TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows and many tokens") {
   std::mt19937 rng(31);
+  const auto check_weight = [&]<class Weight>(mr::cpu::isa_level level, Weight) {
+    mr::cpu::with_projection_kernel<Weight>(level, [&](auto kernel) {
+      if constexpr (mr::cpu::row_kernel<decltype(kernel)>) {
+        for (const int m : {1, 6, 7, 13, 24, 25, 50}) check_sweeps<Weight>(kernel, 0, 37, 1100, m, rng);
+        check_sweeps<Weight>(kernel, 5, 37, 1100, 13, rng);  // a sweep that starts past row 0
+        check_sweeps<Weight>(kernel, 0, 19, 70, 30, rng);    // rows shorter than the prefetch distance
+      }
+    });
+  };
   for (const mr::cpu::isa_level level : runnable_levels()) {
     const std::string name = mr::cpu::name_of(level);
     CAPTURE(name);
-    mr::cpu::with_projection_kernel<mr::bfloat16>(level, [&](auto kernel) {
-      if constexpr (mr::cpu::row_kernel<decltype(kernel)>) {
-        for (const int m : {1, 6, 7, 13, 24, 25, 50}) check_sweeps(kernel, 0, 37, 1100, m, rng);
-        check_sweeps(kernel, 5, 37, 1100, 13, rng);  // a sweep that starts past row 0
-        check_sweeps(kernel, 0, 19, 70, 30, rng);    // rows shorter than the prefetch distance
-      }
-    });
+    check_weight(level, mr::bfloat16{});
+    check_weight(level, mr::float16{});
+    check_weight(level, 0.0f);
   }
 }
 

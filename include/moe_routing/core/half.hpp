@@ -75,14 +75,18 @@ constexpr float16 to_float16(float value) noexcept {
   return {static_cast<std::uint16_t>(sign | half)};
 }
 
-/// Round-to-nearest-even conversion to bfloat16 (NaN stays NaN).
+/// Round-to-nearest-even conversion to bfloat16 (NaN stays NaN, made quiet).
+///
+/// Without a branch: NaN selects its own result by a mask. With an `if`, GCC 12 kept the
+/// conversion scalar, one compare and jump per value, in every loop that converts (the
+/// executor's SwiGLU epilogue spent about 190 instructions per 16 values there); this form
+/// vectorizes.
 constexpr bfloat16 to_bfloat16(float value) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) {
-    return {static_cast<std::uint16_t>((bits >> 16) | 0x40u)};
-  }
-  const std::uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return {static_cast<std::uint16_t>((bits + rounding) >> 16)};
+  const std::uint32_t nan = 0u - static_cast<std::uint32_t>((bits & 0x7fffffffu) > 0x7f800000u);  // all ones or zero
+  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const std::uint32_t quieted = (bits >> 16) | 0x40u;
+  return {static_cast<std::uint16_t>((rounded & ~nan) | (quieted & nan))};
 }
 
 /// The element types a score view may hold.

@@ -4,6 +4,7 @@
 /// pairs are `pairs[offsets[e] .. offsets[e+1])`, in token order; `pair_of[i * k + j]` is
 /// where token i's slot j landed. A counting sort: O(n k + E), no allocation.
 
+#include <cmath>
 #include <cstdint>
 
 #include "moe_routing/core/status.hpp"
@@ -19,7 +20,8 @@ struct expert_alignment {
   int pairs = 0;                       ///< total assigned (token, expert) pairs
 };
 
-/// Groups the plan's pairs by expert. Checks every id against E.
+/// Groups the plan's pairs by expert. Checks every count against k, every id against E and
+/// every weight for a finite value, before the executor writes any output.
 inline status align_plan(const plan_view& plan, int experts, expert_alignment& out) noexcept {
   const int n = plan.tokens, k = plan.top_k;
   for (int e = 0; e <= experts; ++e) out.offsets[e] = 0;
@@ -32,6 +34,10 @@ inline status align_plan(const plan_view& plan, int experts, expert_alignment& o
         return fail(errc::invalid_input, "plan.ids[i][j]", e, "must be an expert index below", "weights.experts",
                     experts);
       }
+      // A NaN or infinite weight would turn the token's whole output row into NaN or infinity.
+      const float weight = plan.weights[static_cast<std::size_t>(i) * k + j];
+      if (std::isnan(weight)) return fail(errc::invalid_input, "plan.weights[i][j]", weight, "is NaN: must be finite");
+      if (std::isinf(weight)) return fail(errc::invalid_input, "plan.weights[i][j]", weight, "must be finite");
       ++out.offsets[e + 1];
     }
   }

@@ -30,19 +30,22 @@ class workspace {
   explicit workspace(workspace_shape shape) { reserve(shape); }
 
   /// Sizes every buffer; a no-op when the workspace is already large enough. Throws
-  /// routing_error naming the size when one is out of range, before allocating.
+  /// routing_error naming the size when one is out of range, before allocating. Should an
+  /// allocation throw (std::bad_alloc), the workspace is left sized for nothing: a later call
+  /// is refused as `workspace_too_small` until a `reserve` succeeds.
   void reserve(workspace_shape shape) {
     throw_if_failed(validate_workspace_shape(shape));
     if (shape.max_tokens <= shape_.max_tokens && shape.experts <= shape_.experts && shape.top_k <= shape_.top_k &&
         !top_ids.empty()) {
       return;
     }
-    shape_ = shape;
+    shape_ = workspace_shape{};  // claims no room until every buffer below has its new size
+    chunk_capacity_ = 0;
     const auto n = static_cast<std::size_t>(shape.max_tokens > 0 ? shape.max_tokens : 1);
     const auto e = static_cast<std::size_t>(shape.experts);
     const auto k = static_cast<std::size_t>(shape.top_k);
-    chunk_capacity_ = static_cast<int>((n + tokens_per_chunk - 1) / tokens_per_chunk);
-    const auto chunks = static_cast<std::size_t>(chunk_capacity_);
+    const int chunk_capacity = static_cast<int>((n + tokens_per_chunk - 1) / tokens_per_chunk);
+    const auto chunks = static_cast<std::size_t>(chunk_capacity);
     top_ids.assign(n * k, 0);
     top_p.assign(n * k, 0);
     top_gate.assign(n * k, 0);
@@ -65,6 +68,8 @@ class workspace {
     device_cursor.assign(static_cast<std::size_t>(max_experts), 0);
     chunk_index.resize(chunks);
     std::iota(chunk_index.begin(), chunk_index.end(), 0);
+    chunk_capacity_ = chunk_capacity;
+    shape_ = shape;
   }
 
   const workspace_shape& shape() const noexcept { return shape_; }

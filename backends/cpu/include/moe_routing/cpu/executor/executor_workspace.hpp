@@ -32,10 +32,12 @@ class executor_workspace {
   executor_workspace() = default;
   explicit executor_workspace(executor_shape shape) { reserve(shape); }
 
-  /// Throws routing_error naming the size when one is out of range, before allocating.
+  /// Throws routing_error naming the size when one is out of range, before allocating. Should
+  /// an allocation throw (std::bad_alloc), the workspace is left sized for nothing: a later
+  /// call is refused as `workspace_too_small` until a `reserve` succeeds.
   void reserve(executor_shape shape) {
     throw_if_failed(validate_executor_shape(shape));
-    shape_ = shape;
+    shape_ = executor_shape{};  // claims no room until every buffer below has its new size
     const auto n = static_cast<std::size_t>(std::max(shape.max_tokens, 1));
     const auto k = static_cast<std::size_t>(shape.top_k);
     const auto d = static_cast<std::size_t>(shape.hidden);
@@ -62,6 +64,7 @@ class executor_workspace {
       packed_in.assign(padded_pairs * d, bfloat16{0});
       packed_act.assign(padded_pairs * static_cast<std::size_t>(widest), bfloat16{0});
     }
+    shape_ = shape;
   }
   const executor_shape& shape() const noexcept { return shape_; }
 
