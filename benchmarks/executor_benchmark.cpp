@@ -174,6 +174,11 @@ std::string cpu_model() {
   return "unknown";
 }
 
+/// A gate/up work item's shape at Qwen3-30B-A3B's d: 16 gate and 16 up rows of 2048 bfloat16
+/// columns, 128 KiB, which stays in L2 (1-2 MiB per core on the CPUs we run on) from call to call.
+constexpr int item_cols = 2048, item_rows = 16;
+constexpr std::size_t item_bytes = std::size_t{2} * item_rows * item_cols * sizeof(mr::bfloat16);
+
 #if MOE_ROUTING_X86_KERNELS
 // One tile of the AVX512_BF16 kernel: 4 weight rows, `cols` long, by `tokens` activation rows,
 // as token pass `pass` meets it (0 streams along the rows, 1 asks for the next block's rows, 2
@@ -197,11 +202,6 @@ void bf16_tile_in_cache(benchmark::State& state, int cols, int tokens, int pass)
   state.counters["vdpbf16ps_per_s"] =
       benchmark::Counter(instructions_per_tile * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
-
-/// A gate/up work item's shape at Qwen3-30B-A3B's d: 16 gate and 16 up rows of 2048 bfloat16
-/// columns, 128 KiB, which stays in L2 (1-2 MiB per core on the CPUs we run on) from call to call.
-constexpr int item_cols = 2048, item_rows = 16;
-constexpr std::size_t item_bytes = std::size_t{2} * item_rows * item_cols * sizeof(mr::bfloat16);
 
 // One gate/up work item for `tokens` tokens, as the executor sweeps it (`sweep_gate_up`: every
 // block of 2 gate and 2 up rows for each token group, SwiGLU on each tile's sums). The matrices

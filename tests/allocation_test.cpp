@@ -20,6 +20,12 @@ std::atomic<long> failing_allocation{-1};  ///< the value of `allocations` whose
 void count_allocation() {
   if (allocations.fetch_add(1, std::memory_order_relaxed) + 1 == failing_allocation.load()) throw std::bad_alloc();
 }
+/// `count` values drawn from N(0, 1): router logits, or an expert layer's input.
+std::vector<float> normal_values(std::size_t count, std::mt19937& rng) {
+  std::vector<float> values(count);
+  for (auto& v : values) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  return values;
+}
 }  // namespace
 
 void* operator new(std::size_t size) {
@@ -45,8 +51,7 @@ TEST_CASE("a sequential routing call allocates nothing, for every preset") {
   namespace mr = test::mr;
   std::mt19937 rng(5);
   const int n = 300, experts = 256, k = 8, devices = 4;
-  std::vector<float> scores(static_cast<std::size_t>(n) * experts);
-  for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  const std::vector<float> scores = normal_values(static_cast<std::size_t>(n) * experts, rng);
   std::vector<std::int32_t> placement(experts), segments;
   for (int e = 0; e < experts; ++e) placement[static_cast<std::size_t>(e)] = e % devices;
   for (int o = 0; o <= n; o += 4) segments.push_back(o);
@@ -84,9 +89,8 @@ TEST_CASE("parallel routing calls: the library allocates nothing of its own") {
   // (what the library itself would use) stays untouched after warm-up.
   namespace mr = test::mr;
   const int n = 1024, experts = 128, k = 8;
-  std::vector<float> scores(static_cast<std::size_t>(n) * experts);
   std::mt19937 rng(6);
-  for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  const std::vector<float> scores = normal_values(static_cast<std::size_t>(n) * experts, rng);
   mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
   mr::cpu::workspace ws({n, experts, k});
   mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
@@ -106,8 +110,7 @@ TEST_CASE("a sequential routing call with a replica map allocates nothing") {
   namespace mr = test::mr;
   std::mt19937 rng(6);
   const int n = 200, experts = 128, k = 8, devices = 4, physical = 160;
-  std::vector<float> scores(static_cast<std::size_t>(n) * experts);
-  for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  const std::vector<float> scores = normal_values(static_cast<std::size_t>(n) * experts, rng);
   // Slots 0..127 hold e0..e127, slots 128..159 a second replica of e0..e31 (row order = slot order).
   std::vector<std::int32_t> p2l(physical), counts(experts, 1), l2p(static_cast<std::size_t>(experts) * 2, -1);
   for (int p = 0; p < physical; ++p) p2l[static_cast<std::size_t>(p)] = p % experts;
@@ -147,6 +150,7 @@ namespace {
 template <class Reserve, class AfterFailure>
 int fail_each_allocation_of(Reserve&& reserve, AfterFailure&& after_failure) {
   for (int failures = 0;; ++failures) {
+    REQUIRE(failures <= 1000);  // a buffer failing again and again: stop, and say so
     failing_allocation = allocations.load() + (failures == 0 ? 1 : 2);
     try {
       reserve();
@@ -163,9 +167,8 @@ int fail_each_allocation_of(Reserve&& reserve, AfterFailure&& after_failure) {
 TEST_CASE("a routing workspace whose sizing runs out of memory claims no room until sized again") {
   namespace mr = test::mr;
   const int n = 300, experts = 64, k = 8;
-  std::vector<float> scores(static_cast<std::size_t>(n) * experts);
   std::mt19937 rng(8);
-  for (auto& s : scores) s = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  const std::vector<float> scores = normal_values(static_cast<std::size_t>(n) * experts, rng);
   mr::routing_batch<float> batch{mr::make_score_view(scores.data(), n, experts)};
   mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k}),
       fresh({.tokens = n, .experts = experts, .top_k = k});
@@ -181,7 +184,12 @@ TEST_CASE("a routing workspace whose sizing runs out of memory claims no room un
         CHECK(ws.shape().top_k == 0);
         CHECK(mr::cpu::route(policy, batch, plan.view(), ws).code == mr::errc::workspace_too_small);
       });
-  CHECK(failures >= 10);  // each of its buffers was the one that failed once
+  // Each allocation that sizing makes from the same start failed once.
+  mr::cpu::workspace probe({16, 16, 2});
+  const long before = allocations.load();
+  probe.reserve({n, experts, k});
+  CHECK(failures == allocations.load() - before);
+  CHECK(failures >= 10);
   REQUIRE(mr::cpu::route(policy, batch, plan.view(), ws).ok());
   mr::cpu::workspace other({n, experts, k});
   REQUIRE(mr::cpu::route(policy, batch, fresh.view(), other).ok());
@@ -195,9 +203,9 @@ TEST_CASE("an executor workspace whose sizing runs out of memory claims no room 
   std::mt19937 rng(9);
   const test::expert_bank<mr::bfloat16> bank(experts, d, h, rng);
   const auto weights = test::view_of<mr::bfloat16>(bank, false, nullptr);
-  std::vector<float> x(static_cast<std::size_t>(n) * d), y(x.size()), logits(static_cast<std::size_t>(n) * experts);
-  for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
-  for (auto& v : logits) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  const std::vector<float> x = normal_values(static_cast<std::size_t>(n) * d, rng),
+                           logits = normal_values(static_cast<std::size_t>(n) * experts, rng);
+  std::vector<float> y(x.size());
   mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
   mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
   REQUIRE(mr::cpu::route(mr::presets::vanilla(k), batch, plan.view()).ok());
@@ -212,6 +220,10 @@ TEST_CASE("an executor workspace whose sizing runs out of memory claims no room 
         CHECK(mr::cpu::moe_forward(x.data(), n, plan.view(), weights, y.data(), ws).code ==
               mr::errc::workspace_too_small);
       });
+  mr::cpu::executor_workspace probe({2, k, experts, d, h});
+  const long before = allocations.load();
+  probe.reserve({n, k, experts, d, h});
+  CHECK(failures == allocations.load() - before);  // each allocation failed once
   CHECK(failures >= 10);
   REQUIRE(mr::cpu::moe_forward(x.data(), n, plan.view(), weights, y.data(), ws).ok());
   CHECK(test::relative_error(y, test::naive_forward<mr::bfloat16>(x, plan, bank, nullptr, /*rounded=*/true)) <

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,7 +34,7 @@ TEST_CASE("CUDA executor bad input: weights without a matrix table fail on the h
   CHECK(std::string(mr::validate_weights(w).parameter) == "weights.down");
 }
 
-TEST_CASE("CUDA executor bad input: ids beyond E, a null x, another width" *
+TEST_CASE("CUDA executor bad input: ids beyond E, a NaN weight, a null x, another width" *
           test::runs_on<test::cuda_backend_runner>{}) {
   std::mt19937 rng(23);
   const test::expert_bank<float> bank(4, 8, 6, rng);
@@ -48,7 +49,17 @@ TEST_CASE("CUDA executor bad input: ids beyond E, a null x, another width" *
   const mr::plan_view plan{ids.get(), weights.get(), counts.get(), nullptr, 4, 2};
   const mr::status bad_id = mr::cuda::moe_forward(x.get(), 4, plan, test::view_of(bank, false, no_shared), y.get(), ws);
   CHECK(bad_id.code == mr::errc::invalid_input);
-  CHECK(std::string(bad_id.parameter) == "plan.ids/counts");
+  CHECK(std::string(bad_id.parameter) == "plan.ids/counts/weights");
+  CHECK(bad_id.value == 1);
+  std::vector<float> host_weights(8, 0.5f);
+  host_weights[5] = std::numeric_limits<float>::quiet_NaN();  // token 2, slot 1; every id valid
+  const test::device_array<float> nan_weights(host_weights);
+  const test::device_array<std::int32_t> valid_ids(std::vector<std::int32_t>{0, 3, 1, 2, 3, 0, 1, 2});
+  const mr::plan_view nan_plan{valid_ids.get(), nan_weights.get(), counts.get(), nullptr, 4, 2};
+  const mr::status bad_weight =
+      mr::cuda::moe_forward(x.get(), 4, nan_plan, test::view_of(bank, false, no_shared), y.get(), ws);
+  CHECK(bad_weight.code == mr::errc::invalid_input);
+  CHECK(bad_weight.value == 1);
   const mr::status no_x = mr::cuda::moe_forward(static_cast<const float*>(nullptr), 4, plan,
                                                 test::view_of(bank, false, no_shared), y.get(), ws);
   CHECK(no_x.code == mr::errc::null_pointer);

@@ -205,11 +205,12 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
   const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
     // Every (gate row, token) lane of the tile, used or not (the unused hold zeros), activated
     // and converted in one loop over flat arrays of 16 lanes (one vector where the target uses
-    // 512-bit ones), which the compiler vectorizes: indexed as [row][token] it did not (a
-    // "complicated access pattern"), and converted where each value is stored, the conversion
-    // stayed scalar (on Zen 5 a gate/up pass of 3 to 24 tokens takes 0.90-0.94 of the time
-    // with both, `item/avx512_bf16/gate_up` in the executor benchmark). Then only the tile's
-    // own values are stored.
+    // 512-bit ones), which the compiler vectorizes. Indexed as [row][token], the loop was not
+    // vectorized (a "complicated access pattern"). When each value was converted as it was
+    // stored, the conversion stayed scalar: with it in the loop, a gate/up pass of 6 tokens
+    // takes 0.94 of the time on Zen 5 and one of 12 or 24 tokens 0.90
+    // (`item/avx512_bf16/gate_up` in the executor benchmark). Then only the tile's own values
+    // are stored.
     constexpr int lanes = pair_rows * max_tile_tokens, padded_lanes = 16;
     static_assert(lanes <= padded_lanes);
     float gate_sums[padded_lanes] = {}, up_sums[padded_lanes] = {};

@@ -63,7 +63,8 @@ __device__ Weight from_float(float v) {
 inline constexpr int max_rows_per_token = 64;
 
 /// counts[e] = assignments to expert e; counts[experts] = assignments whose id or row count
-/// is out of range (reported by moe_forward before anything reads them).
+/// is out of range or whose weight is not finite (reported by moe_forward before anything
+/// reads them).
 static __global__ void count_assignments_kernel(plan_view plan, int experts, int* counts) {
   const int token = blockIdx.x * blockDim.x + threadIdx.x;
   if (token >= plan.tokens) return;
@@ -74,7 +75,9 @@ static __global__ void count_assignments_kernel(plan_view plan, int experts, int
   }
   for (int j = 0; j < count; ++j) {
     const int e = plan.ids[token * plan.top_k + j];
-    atomicAdd(counts + (e >= 0 && e < experts ? e : experts), 1);
+    // A NaN or infinite weight would turn the token's output row into NaN or infinity.
+    const bool refused = e < 0 || e >= experts || !isfinite(plan.weights[token * plan.top_k + j]);
+    atomicAdd(counts + (refused ? experts : e), 1);
   }
 }
 
@@ -284,8 +287,9 @@ template <score_element Weight>
       cudaMemcpyAsync(&out_of_range, ws.counts() + experts, sizeof(int), cudaMemcpyDeviceToHost, stream));
   MOE_ROUTING_CUDA_TRY(cudaStreamSynchronize(stream));  // the GEMM sizes, for cuBLAS
   if (out_of_range > 0) {
-    return fail(errc::invalid_input, "plan.ids/counts", out_of_range,
-                "assignments have an expert id outside [0, weights.experts) or a row count outside [0, top_k]",
+    return fail(errc::invalid_input, "plan.ids/counts/weights", out_of_range,
+                "assignments have an expert id outside [0, weights.experts), a weight that is not finite, or a row "
+                "count outside [0, top_k]",
                 "weights.experts", experts);
   }
   const int routed_rows = ws.host_offsets()[static_cast<std::size_t>(experts)];
