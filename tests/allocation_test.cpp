@@ -203,12 +203,11 @@ TEST_CASE("an executor workspace whose sizing runs out of memory claims no room 
   std::mt19937 rng(9);
   const test::expert_bank<mr::bfloat16> bank(experts, d, h, rng);
   const auto weights = test::view_of<mr::bfloat16>(bank, false, nullptr);
-  const std::vector<float> x = normal_values(static_cast<std::size_t>(n) * d, rng),
-                           logits = normal_values(static_cast<std::size_t>(n) * experts, rng);
+  const test::layer_inputs inputs(n, d, experts, rng);
+  const std::vector<float>& x = inputs.x;
   std::vector<float> y(x.size());
-  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), n, experts)};
   mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
-  REQUIRE(mr::cpu::route(mr::presets::vanilla(k), batch, plan.view()).ok());
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(k), inputs.batch(), plan.view()).ok());
   mr::cpu::executor_workspace ws({2, k, experts, d, h});  // too few tokens for the call
   const int failures = fail_each_allocation_of(
       [&] {

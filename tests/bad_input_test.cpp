@@ -15,6 +15,27 @@ namespace mr = test::mr;
 // with the CUDA backend (tests/cuda/backend_bodies_test.cu).
 MOE_ROUTING_BAD_INPUT_TESTS(test::cpu_backend_runner)
 
+TEST_CASE("an error about an array entry names the entry: its index letters replaced by the indices") {
+  const auto message = [](const char* parameter, const char* bound_name, std::int32_t first, std::int32_t second) {
+    return mr::to_string(
+        mr::fail(mr::errc::invalid_input, parameter, 4, "breaks a rule", bound_name, 2).at(first, second));
+  };
+  CHECK(message("plan.ids[i][j]", nullptr, 3, 1) == "invalid input: plan.ids[3][1] = 4: breaks a rule");
+  // A letter in the bound's name that the parameter has reads the same number.
+  CHECK(message("table[e][r]", "counts[e]", 7, 0) == "invalid input: table[7][0] = 4: breaks a rule counts[7] = 2");
+  // Letters are given their indices in the order they are met, the bound's name last.
+  CHECK(message("a[r]", "b[e]", 5, 9) == "invalid input: a[5] = 4: breaks a rule b[9] = 2");
+  // An offset after the letter is added to its index.
+  CHECK(message("segments[r+1]", "segments[r]", 2, -1) ==
+        "invalid input: segments[3] = 4: breaks a rule segments[2] = 2");
+  CHECK(message("a[k-1]", nullptr, 2, -1) == "invalid input: a[1] = 4: breaks a rule");
+  // Letters without a recorded index, and brackets that hold no letter, stay as written.
+  CHECK(message("plan.ids[i][j]", nullptr, 3, -1) == "invalid input: plan.ids[3][j] = 4: breaks a rule");
+  CHECK(message("segments[R]", "x[0]", 3, -1) == "invalid input: segments[R] = 4: breaks a rule x[0] = 2");
+  CHECK(mr::to_string(mr::fail(mr::errc::invalid_input, "placement[e]", 4, "breaks a rule")) ==
+        "invalid input: placement[e] = 4: breaks a rule");
+}
+
 TEST_CASE("the convenience router throws routing_error with the same message") {
   CHECK_THROWS_WITH_AS(
       mr::cpu::router(mr::presets::oea(6, 4), {4, 16, 4}),

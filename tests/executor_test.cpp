@@ -173,11 +173,11 @@ TEST_CASE("executor bad input: mismatched shapes, ids beyond E, null pointers") 
 TEST_CASE("executor bad input: a plan's non-finite weight, negative id or count above k is refused, y untouched") {
   std::mt19937 rng(6);
   const expert_bank<float> bank(8, 32, 16, rng);
-  std::vector<float> x(4 * 32, 0.5f), logits(4 * 8);
-  for (auto& v : logits) v = std::normal_distribution<float>(0, 1)(rng);
-  mr::routing_batch<float> batch{mr::make_score_view(logits.data(), 4, 8)};
+  const test::layer_inputs inputs(4, 32, 8, rng);  // token 2 masked: a row of count 0
+  const std::vector<float>& x = inputs.x;
   mr::routing_plan plan({.tokens = 4, .experts = 8, .top_k = 2});
-  REQUIRE(mr::cpu::route(mr::presets::vanilla(2), batch, plan.view()).ok());
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(2), inputs.batch(), plan.view()).ok());
+  REQUIRE(plan.count(2) == 0);
   const auto w = view_of<float>(bank, false, nullptr);
   mr::cpu::executor_workspace ws({4, 2, 8, 32, 16});
   const std::vector<float> untouched(4 * 32, 7.0f);
@@ -196,32 +196,61 @@ TEST_CASE("executor bad input: a plan's non-finite weight, negative id or count 
   REQUIRE(refusal(weights, ids, counts) == "ok");  // the plan as routed: the lambda changes nothing else
   const auto with_weight = [&](float bad) {
     auto changed = weights;
-    changed[5] = bad;  // token 2, slot 1
+    changed[7] = bad;  // token 3, slot 1
     return refusal(changed, ids, counts);
   };
   CHECK(with_weight(std::numeric_limits<float>::quiet_NaN()) ==
-        "invalid input: plan.weights[i][j]: is NaN: must be finite");
+        "invalid input: plan.weights[3][1]: is NaN: must be finite");
   CHECK(with_weight(std::numeric_limits<float>::infinity()) ==
-        "invalid input: plan.weights[i][j] = inf: must be finite");
+        "invalid input: plan.weights[3][1] = inf: must be finite");
   CHECK(with_weight(-std::numeric_limits<float>::infinity()) ==
-        "invalid input: plan.weights[i][j] = -inf: must be finite");
+        "invalid input: plan.weights[3][1] = -inf: must be finite");
   auto negative = ids;
-  negative[6] = -1;
+  negative[6] = -1;  // token 3, slot 0
   CHECK(refusal(weights, negative, counts) ==
-        "invalid input: plan.ids[i][j] = -1: must be an expert index below weights.experts = 8");
+        "invalid input: plan.ids[3][0] = -1: must be an expert index below weights.experts = 8");
   auto too_many = counts;
   too_many[3] = 3;
-  CHECK(refusal(weights, ids, too_many) == "invalid input: plan.counts[i] = 3: must be in [0, k] k = 2");
-  // A weight past the row's count is not part of the plan, whatever it holds.
+  CHECK(refusal(weights, ids, too_many) == "invalid input: plan.counts[3] = 3: must be in [0, k] k = 2");
+  // A weight past the row's count is not part of the plan, whatever it holds: in a row cut
+  // short, and in the masked token's row of count 0.
   auto short_rows = counts;
-  short_rows[2] = 1;
+  short_rows[3] = 1;
   auto unused = weights;
-  unused[5] = std::numeric_limits<float>::quiet_NaN();
+  unused[7] = std::numeric_limits<float>::quiet_NaN();
+  unused[4] = std::numeric_limits<float>::infinity();
   std::vector<float> y(4 * 32);
   mr::plan_view view = plan.view();
   view.weights = unused.data(), view.counts = short_rows.data();
   CHECK(mr::cpu::moe_forward(x.data(), 4, view, w, y.data(), ws).ok());
   for (const float v : y) REQUIRE(std::isfinite(v));
+}
+
+TEST_CASE("a shared experts' width left set in a view without shared experts changes nothing") {
+  std::mt19937 rng(12);
+  const expert_bank<mr::bfloat16> bank(8, 64, 48, rng), shared(1, 64, 96, rng);
+  const test::layer_inputs inputs(7, 64, 8, rng);
+  mr::routing_plan plan({.tokens = 7, .experts = 8, .top_k = 2});
+  REQUIRE(mr::cpu::route(mr::presets::vanilla(2), inputs.batch(), plan.view()).ok());
+  mr::cpu::executor_workspace ws({7, 2, 8, 64, 48});  // no room for wider experts
+  auto w = view_of<mr::bfloat16>(bank, false, nullptr);
+  std::vector<float> y(inputs.x.size()), y_stale(inputs.x.size());
+  REQUIRE(mr::cpu::moe_forward(inputs.x.data(), 7, plan.view(), w, y.data(), ws).ok());
+  CHECK(relative_error(y, naive_forward<mr::bfloat16>(inputs.x, plan, bank, nullptr, true)) < 1.0 / 256);
+  w.shared_intermediate = 4096;  // a model config's shared width, copied into a view without shared experts
+  const mr::status stale = mr::cpu::moe_forward(inputs.x.data(), 7, plan.view(), w, y_stale.data(), ws);
+  REQUIRE_MESSAGE(stale.ok(), mr::to_string(stale));
+  CHECK(y_stale == y);
+  // With shared experts the workspace must have room for them (this one has none), and for
+  // their width (the next one is too narrow).
+  CHECK(mr::to_string(
+            mr::cpu::moe_forward(inputs.x.data(), 7, plan.view(), view_of(bank, false, &shared), y.data(), ws)) ==
+        "workspace too small: executor_shape.shared_experts = 0: must be at least weights.shared_experts = 1");
+  mr::cpu::executor_workspace narrow_shared({7, 2, 8, 64, 48, 1, 0});
+  CHECK(mr::to_string(mr::cpu::moe_forward(inputs.x.data(), 7, plan.view(), view_of(bank, false, &shared), y.data(),
+                                           narrow_shared)) ==
+        "workspace too small: executor_shape.shared_intermediate = 0: must be at least "
+        "weights.shared_intermediate = 96");
 }
 
 namespace {
@@ -284,6 +313,11 @@ TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
     bodies::executor_matches_naive_loop<runner, mr::bfloat16>(26, 64, 64, 40, true);   // tiles and rows in one call
     bodies::executor_matches_naive_loop<runner, float>(27, 70, 45, 40, false);         // short blocks
     bodies::executor_matches_naive_loop<runner, mr::bfloat16>(28, 70, 45, 40, true);
+    // Rows narrower than any vector: every column and row in a kernel's tail.
+    bodies::executor_matches_naive_loop<runner, float>(29, 1, 1, 1, false);
+    bodies::executor_matches_naive_loop<runner, mr::float16>(30, 3, 2, 3, false);
+    bodies::executor_matches_naive_loop<runner, mr::bfloat16>(31, 2, 3, 1, true);
+    bodies::executor_matches_naive_loop<runner, mr::bfloat16>(32, 3, 1, 2, false);
   }
 }
 
@@ -294,7 +328,9 @@ namespace {
 /// tokens. Activation and output rows are longer than the sums need (padding that holds NaN),
 /// so a sweep that mixes up a stride with a width reads NaN or writes where it must not. Each
 /// output must be within 1e-5 times the sum of its products' magnitudes (float sums of exact
-/// products); every output outside [row_begin, rows) must stay unwritten.
+/// products), and the executor's epilogue (SwiGLU rounded to bfloat16) within half a bfloat16
+/// step of silu(g) u from those sums; every output outside [row_begin, rows) must stay
+/// unwritten.
 template <class Weight, class Kernel>
 void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::mt19937& rng) {
   using input = std::conditional_t<mr::cpu::takes_bf16_activations<Kernel>, mr::bfloat16, float>;
@@ -356,19 +392,31 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
   mr::cpu::sweep_gate_up(
       kernel, gate.data(), up.data(), row_begin, rows, cols, x.data(), x_stride, m, act.data(), out_stride,
       [](float g, float u) { return g - 2.0f * u; }, [](float v) { return v; });
+  // SwiGLU rounded to bfloat16, the epilogue the executor gives the bfloat16 kernels (for the
+  // float kernels it widens the rounded value back to float).
+  std::vector<mr::bfloat16> rounded_act(out.size(), mr::to_bfloat16(unwritten));
+  mr::cpu::sweep_gate_up(kernel, gate.data(), up.data(), row_begin, rows, cols, x.data(), x_stride, m,
+                         rounded_act.data(), out_stride, mr::cpu::swiglu, [](float v) { return mr::to_bfloat16(v); });
   int wrong = 0, written_outside = 0;
   for (int t = 0; t < m; ++t) {
     for (int r = 0; r < out_stride; ++r) {
       const std::size_t at = static_cast<std::size_t>(t) * out_stride + r;
       if (r < row_begin || r >= rows) {
-        written_outside += !std::isnan(out[at]) + !std::isnan(act[at]);
+        written_outside +=
+            !std::isnan(out[at]) + !std::isnan(act[at]) + !std::isnan(test::decode_bf16(rounded_act[at].bits));
         continue;
       }
       double g_size = 0, u_size = 0;
       const double g = dot(gate_d, r, t, g_size), u = dot(up_d, r, t, u_size);
       const bool row_ok = std::abs(out[at] - g) <= 1e-5 * g_size;
       const bool act_ok = std::abs(act[at] - (g - 2 * u)) <= 1e-5 * (g_size + 2 * u_size);
-      wrong += !row_ok || !act_ok;  // false for NaN too
+      // silu(g) u from sums within 1e-5 of their magnitudes (silu's slope stays below 1.1),
+      // then rounded to bfloat16: at most half a step, 2^-8 of the value.
+      const double silu = g / (1 + std::exp(-g)), expected = silu * u;
+      const double from_sums = 1e-5 * (1.1 * std::abs(u) * g_size + std::abs(silu) * u_size);
+      const bool rounded_ok = std::abs(test::decode_bf16(rounded_act[at].bits) - expected) <=
+                              std::abs(expected) * (1.0 / 256 + 1e-6) + 2 * from_sums;
+      wrong += !row_ok || !act_ok || !rounded_ok;  // false for NaN too
     }
   }
   const std::string weights = std::is_same_v<Weight, float>         ? "float"
@@ -387,8 +435,8 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
 
 // Rows over a thousand columns wide (1100: a last step short of every kernel's 8, 16 and 32
 // columns) and up to 50 tokens (9 to 25 tiles, depending on the kernel's tile: every pass's
-// prefetch mode), which the executor tests' small shapes do not reach, and an activation that
-// tells gate from up.
+// prefetch mode), which the executor tests' small shapes do not reach, an activation that
+// tells gate from up, and the executor's SwiGLU in bfloat16.
 TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows and many tokens") {
   std::mt19937 rng(31);
   const auto check_weight = [&]<class Weight>(mr::cpu::isa_level level, Weight) {

@@ -85,28 +85,32 @@ TEST_CASE("replica map: a well-formed map passes, and each fault is named with i
   CHECK(error_of_map(small_map()) == "ok");
   owned_map m = small_map();
   m.p2l[4] = 7;
-  CHECK(error_of_map(m).find("replicas.physical_to_logical[p] = 7: must be in [0, E)") != std::string::npos);
+  CHECK(error_of_map(m).find("replicas.physical_to_logical[4] = 7: must be in [0, E)") != std::string::npos);
   m = small_map();
   m.l2p[1] = 9;  // e0's second slot out of range
-  CHECK(error_of_map(m).find("replicas.logical_to_physical[e][r] = 9") != std::string::npos);
+  CHECK(error_of_map(m).find("replicas.logical_to_physical[0][1] = 9") != std::string::npos);
   m = small_map();
   m.l2p[1] = 1;  // slot 1 holds e1
-  CHECK(error_of_map(m).find("names a slot holding another expert") != std::string::npos);
+  CHECK(error_of_map(m) ==
+        "invalid input: replicas.logical_to_physical[0][1] = 1: names a slot holding another expert: "
+        "physical_to_logical of it is replicas.physical_to_logical[p] = 1");
   m = small_map();
   m.l2p[1] = 0;  // slot 0 twice
-  CHECK(error_of_map(m).find("lists a slot twice") != std::string::npos);
+  CHECK(error_of_map(m) == "invalid input: replicas.logical_to_physical[0][1] = 0: lists a slot twice for one expert");
   m = small_map();
   m.l2p[5] = 4;  // e2 has one replica: its padding must stay -1
-  CHECK(error_of_map(m).find("replicas.logical_to_physical[e][r] = 4: must be -1 past") != std::string::npos);
+  CHECK(error_of_map(m) ==
+        "invalid input: replicas.logical_to_physical[2][1] = 4: must be -1 past the expert's replica count "
+        "replicas.replica_counts[2] = 1");
   m = small_map();
   m.l2p[1] = -1;  // -1 inside e0's two replicas
-  CHECK(error_of_map(m).find("replicas.logical_to_physical[e][r] = -1: must be a physical slot") != std::string::npos);
+  CHECK(error_of_map(m).find("replicas.logical_to_physical[0][1] = -1: must be a physical slot") != std::string::npos);
   m = small_map();
   m.counts[0] = 1;  // e0 listed with one replica: slot 3 then serves nobody
   CHECK(error_of_map(m).find("must be -1 past the expert's replica count") != std::string::npos);
   m = small_map();
   m.counts[2] = 0;
-  CHECK(error_of_map(m).find("replicas.replica_counts[e] = 0: must be in [1, max_replicas]") != std::string::npos);
+  CHECK(error_of_map(m).find("replicas.replica_counts[2] = 0: must be in [1, max_replicas]") != std::string::npos);
   m = small_map();
   m.devices = 4;
   CHECK(error_of_map(m).find("replicas.device_count = 4: must be positive and divide") != std::string::npos);

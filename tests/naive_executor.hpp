@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -104,10 +105,14 @@ std::vector<double> naive_forward(const std::vector<float>& x, const mr::routing
   return y;
 }
 
-/// max |y - reference| / max |reference|: error relative to the output's scale.
+/// max |y - reference| / max |reference|: error relative to the output's scale; infinity when
+/// either holds a NaN or an infinity (std::max would pass over a NaN difference) or the sizes
+/// differ.
 inline double relative_error(const std::vector<float>& y, const std::vector<double>& reference) {
+  if (y.size() != reference.size()) return std::numeric_limits<double>::infinity();
   double diff = 0, scale = 0;
   for (std::size_t i = 0; i < y.size(); ++i) {
+    if (!std::isfinite(y[i]) || !std::isfinite(reference[i])) return std::numeric_limits<double>::infinity();
     diff = std::max(diff, std::fabs(y[i] - reference[i]));
     scale = std::max(scale, std::fabs(reference[i]));
   }

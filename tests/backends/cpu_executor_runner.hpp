@@ -31,6 +31,12 @@ class cpu_backend_runner::executor {
     return mr::cpu::moe_forward(x.data(), plan.tokens(), plan.view(), weights, y.data(), ws_);
   }
 
+  /// The same with the output written over the input: `xy` is x before the call, y after.
+  mr::status forward_in_place(std::vector<float>& xy, mr::routing_plan& plan, bool with_shared, bool fused_layout) {
+    const auto weights = view_of(routed_, fused_layout, with_shared ? shared_ : nullptr);
+    return mr::cpu::moe_forward(xy.data(), plan.tokens(), plan.view(), weights, xy.data(), ws_);
+  }
+
  private:
   const expert_bank<Weight>& routed_;
   const expert_bank<Weight>* shared_;

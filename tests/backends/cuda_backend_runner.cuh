@@ -185,8 +185,8 @@ struct cuda_backend_runner {
   /// Whether `got` is the error the CPU backend reports as `cpu_message`. Host-checked
   /// errors carry the CPU's message word for word. Segments, placement and a replica map's
   /// arrays are checked on the device, and input_status names only the array and its rule,
-  /// not the offending entry: for those the error code and the array's name must match (and
-  /// for a map's, the rule's words too).
+  /// not the offending entry or its indices: for those the error code and the array's name
+  /// must match (and for a map's, the rule's words too).
   static bool reports(const mr::status& got, std::string_view cpu_message) {
     if (mr::to_string(got) == cpu_message) return true;
     if (got.ok() || got.parameter == nullptr) return false;
@@ -196,7 +196,11 @@ struct cuda_backend_runner {
     const bool device_checked = parameter == "segments" || parameter == "placement[e]" || map_checked;
     if (map_checked && (got.requirement == nullptr || cpu_message.find(got.requirement) == std::string_view::npos))
       return false;
-    return device_checked && cpu_message.starts_with(std::string(mr::to_string(got.code)) + ": " + got.parameter);
+    // The CPU's message names the entry (`placement[15]`); the device's only the array, and
+    // with an index where the CPU names one.
+    const std::size_t bracket = parameter.find('[');
+    const std::string array(parameter.substr(0, bracket == std::string_view::npos ? parameter.size() : bracket + 1));
+    return device_checked && cpu_message.starts_with(std::string(mr::to_string(got.code)) + ": " + array);
   }
 
   /// The grouped MoE executor, defined in tests/backends/cuda_executor_runner.cuh (its

@@ -50,6 +50,18 @@ class cuda_backend_runner::executor {
                      std::vector<float>& y) {
     const device_array<float> x_device(x);
     device_array<float> y_device(y);  // y's values are kept wherever the executor writes nothing
+    return run(x_device.get(), plan, with_shared, fused_layout, y_device, y);
+  }
+
+  /// The same with the output written over the input: `xy` is x before the call, y after.
+  mr::status forward_in_place(std::vector<float>& xy, mr::routing_plan& plan, bool with_shared, bool fused_layout) {
+    device_array<float> xy_device(xy);
+    return run(xy_device.get(), plan, with_shared, fused_layout, xy_device, xy);
+  }
+
+ private:
+  mr::status run(const float* x_device, mr::routing_plan& plan, bool with_shared, bool fused_layout,
+                 device_array<float>& y_device, std::vector<float>& y) {
     const device_array<std::int32_t> ids(plan.ids()), counts(plan.counts());
     const device_array<float> weights(plan.weights());
     const mr::plan_view device_plan{ids.get(), weights.get(), counts.get(), nullptr, plan.tokens(), plan.top_k()};
@@ -61,13 +73,12 @@ class cuda_backend_runner::executor {
       w.shared_gate = shared_on_device_->gate.data(), w.shared_up = shared_on_device_->up.data();
       w.shared_down = shared_on_device_->down.data(), w.shared_gate_up = shared_on_device_->gate_up.data();
     }
-    const mr::status s = mr::cuda::moe_forward(x_device.get(), plan.tokens(), device_plan, w, y_device.get(), ws_);
+    const mr::status s = mr::cuda::moe_forward(x_device, plan.tokens(), device_plan, w, y_device.get(), ws_);
     if (!s.ok()) return s;
     y_device.copy_to(y.data());
     return {};
   }
 
- private:
   const expert_bank<Weight>& routed_;
   const expert_bank<Weight>* shared_;
   device_bank<Weight> routed_on_device_;

@@ -127,7 +127,7 @@ inline std::vector<bad_input_row> bad_input_rows() {
            [](problem& p) {
              set_segments(p, {0, 3, 2, 4});
            },
-       .expected = "invalid input: segments[r+1] = 2: must not be below the previous offset segments[r] = 3"},
+       .expected = "invalid input: segments[2] = 2: must not be below the previous offset segments[1] = 3"},
       {.what = "segments that do not cover the batch",
        .inputs =
            [](problem& p) {
@@ -141,7 +141,7 @@ inline std::vector<bad_input_row> bad_input_rows() {
              placement[7] = 2;
              set_placement(p, 2, placement);
            },
-       .expected = "invalid input: placement[e] = 2: must be in [0, device_count) batch.device_count = 2"},
+       .expected = "invalid input: placement[7] = 2: must be in [0, device_count) batch.device_count = 2"},
       {.what = "more devices than the library supports",
        .inputs = [](problem& p) { set_placement(p, 1, std::vector<std::int32_t>(16, 0)); },
        .call = {.batch = [](batch& b) { b.device_count = 5000; }},

@@ -69,6 +69,41 @@ void executor_matches_naive_loop(std::uint32_t seed, int d, int h, int shared_h,
   }
 }
 
+/// One workspace sized once for the largest batch (as engines size theirs) serving calls of
+/// every smaller size in turn, each with another policy, and each call made twice: into a
+/// separate y, and in place (y written over x, as an engine that reuses its hidden-state
+/// buffer calls it). Every result equals the naive loop; a call that kept a larger call's
+/// sizes or read x after writing y would not.
+template <class Runner, class Weight>
+void one_workspace_serves_every_smaller_call_and_in_place(std::uint32_t seed, int d, int h, bool bf16_activations) {
+  std::mt19937 rng(seed);
+  const int experts = 16, k = 4, largest = 512;
+  const expert_bank<Weight> routed(experts, d, h, rng), shared(2, d, h, rng);
+  const bool rounded = std::is_same_v<Weight, mr::bfloat16> && bf16_activations;
+  const double tolerance = rounded ? 1.0 / 256 : 1e-5;
+  typename Runner::template executor<Weight> run(routed, &shared, {largest, k, experts, d, h, 2, h, bf16_activations});
+  int call = 0;
+  for (const int n : {largest, 1, 64, 7, 300, 2}) {
+    const layer_inputs inputs(n, d, experts, rng);
+    const std::string text = executor_policies[call % std::size(executor_policies)];
+    const bool with_shared = call % 2 == 0, fused = call % 3 == 0;
+    ++call;
+    mr::routing_plan plan({.tokens = n, .experts = experts, .top_k = k});
+    REQUIRE(mr::cpu::route(mr::parse_policy_or_throw(text), inputs.batch(), plan.view()).ok());
+    const auto reference = naive_forward(inputs.x, plan, routed, with_shared ? &shared : nullptr, rounded);
+    CAPTURE(n);
+    CAPTURE(text);
+    std::vector<float> y(inputs.x.size(), std::numeric_limits<float>::quiet_NaN());
+    const mr::status separate = run.forward(inputs.x, plan, with_shared, fused, y);
+    REQUIRE_MESSAGE(separate.ok(), mr::to_string(separate));
+    CHECK(relative_error(y, reference) < tolerance);
+    std::vector<float> xy = inputs.x;
+    const mr::status in_place = run.forward_in_place(xy, plan, with_shared, fused);
+    REQUIRE_MESSAGE(in_place.ok(), mr::to_string(in_place));
+    CHECK(relative_error(xy, reference) < tolerance);
+  }
+}
+
 }  // namespace test::bodies
 
 /// The executor checks every backend's executor has, as test cases on `Runner`. Weight
@@ -80,4 +115,9 @@ void executor_matches_naive_loop(std::uint32_t seed, int d, int h, int shared_h,
   MOE_ROUTING_BACKEND_TEST_CASE(                                                                                      \
       Runner, "executor equals a naive per-token loop: bfloat16 weights and activations",                             \
       test::bodies::executor_matches_naive_loop<Runner, test::mr::bfloat16>(4, 64, 48, 40, true); /* vector kernel */ \
-      test::bodies::executor_matches_naive_loop<Runner, test::mr::bfloat16>(5, 128, 64, 96, true) /* whole tiles */)
+      test::bodies::executor_matches_naive_loop<Runner, test::mr::bfloat16>(5, 128, 64, 96, true) /* whole tiles */)  \
+  MOE_ROUTING_BACKEND_TEST_CASE(                                                                                      \
+      Runner, "one executor workspace serves every smaller call, in place too",                                       \
+      test::bodies::one_workspace_serves_every_smaller_call_and_in_place<Runner, float>(6, 64, 48, false);            \
+      test::bodies::one_workspace_serves_every_smaller_call_and_in_place<Runner, test::mr::bfloat16>(7, 128, 64,      \
+                                                                                                     true))

@@ -516,12 +516,12 @@ void replica_map_errors_name_parameter_and_value() {
   set_replicas(p, 2, {0, 1, 3, 5, 2, 3, 4, 0});
   p.replica_l2p[1] = 4;  // e0's second slot named as slot 4 (it holds e2)
   CHECK(Runner::reports(Runner::route(mr::presets::vanilla(3), p, plan),
-                        "invalid input: replicas.logical_to_physical[e][r] = 4: names a slot holding another expert: "
+                        "invalid input: replicas.logical_to_physical[0][1] = 4: names a slot holding another expert: "
                         "physical_to_logical of it is replicas.physical_to_logical[p] = 2"));
   set_replicas(p, 2, {0, 1, 3, 5, 2, 3, 4, 0});
   p.placement[0] = 1;  // e0's first replica is slot 0, on device 0
   CHECK(Runner::reports(Runner::route(mr::presets::vanilla(3), p, plan),
-                        "invalid input: placement[e] = 1: must be the device of the expert's first replica, with a "
+                        "invalid input: placement[0] = 1: must be the device of the expert's first replica, with a "
                         "replica map: device = 0"));
   // A padding sentinel naming a logical expert would read as that expert and be dispatched
   // to one of its replicas: refused on the host (the sentinel is a host value) by both.

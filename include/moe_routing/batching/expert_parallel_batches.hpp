@@ -35,7 +35,7 @@ class device_masks {
       const int device = placement[static_cast<std::size_t>(e)];
       if (device < 0 || device >= devices) {
         throw routing_error(
-            fail(errc::invalid_input, "placement[e]", device, "must be in [0, devices)", "devices", devices));
+            fail(errc::invalid_input, "placement[e]", device, "must be in [0, devices)", "devices", devices).at(e));
       }
       masks_[static_cast<std::size_t>(device) * words_ + static_cast<std::size_t>(e >> 6)] |= std::uint64_t{1}
                                                                                               << (e & 63);

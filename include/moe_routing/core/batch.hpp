@@ -201,7 +201,8 @@ constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
     }
     if (check.fault == segments_fault::decreasing) {
       return fail(errc::invalid_input, "segments[r+1]", batch.segments[check.at + 1],
-                  "must not be below the previous offset", "segments[r]", batch.segments[check.at]);
+                  "must not be below the previous offset", "segments[r]", batch.segments[check.at])
+          .at(check.at);
     }
     if (check.fault == segments_fault::last_not_n) {
       return fail(errc::invalid_input, "segments[R]", batch.segments[batch.request_count], "must equal", "batch.n", n);
@@ -211,7 +212,8 @@ constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
     for (int e = 0; e < experts; ++e) {
       if (!is_device_of_placement(batch.placement[e], batch.device_count)) {
         return fail(errc::invalid_input, "placement[e]", batch.placement[e], "must be in [0, device_count)",
-                    "batch.device_count", batch.device_count);
+                    "batch.device_count", batch.device_count)
+            .at(e);
       }
     }
   }
@@ -221,7 +223,8 @@ constexpr status validate_batch(const routing_batch<Element>& batch) noexcept {
       if (!placed_on_first_replica(batch.replicas, batch.placement, e)) {
         const replica_fault_text text = describe(replica_fault::first_device);
         return fail(errc::invalid_input, text.parameter, batch.placement[e], text.requirement, "device",
-                    batch.replicas.device_of_physical(batch.replicas.replica(e, 0)));
+                    batch.replicas.device_of_physical(batch.replicas.replica(e, 0)))
+            .at(e);
       }
     }
   }

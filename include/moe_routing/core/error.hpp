@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "moe_routing/core/status.hpp"
 
@@ -42,15 +43,60 @@ inline void write_number(std::ostream& out, double value) {
     out << value;
   }
 }
+
+/// The entry an index placeholder names (`i`, or `r+1` with r recorded as 4: 5), or -1 when
+/// the status does not record its letter. `letters` keeps which letter took which of the
+/// status's indices, in the order they are met, so that the same letter in the parameter and
+/// in the bound's name reads the same number.
+inline long long index_of_placeholder(std::string_view placeholder, const status& s, char (&letters)[2]) {
+  const bool lone_letter = placeholder.size() == 1;
+  const bool with_offset = placeholder.size() == 3 && (placeholder[1] == '+' || placeholder[1] == '-') &&
+                           placeholder[2] >= '0' && placeholder[2] <= '9';
+  if (!(lone_letter || with_offset) || placeholder[0] < 'a' || placeholder[0] > 'z') return -1;
+  for (int slot = 0; slot < 2; ++slot) {
+    if (letters[slot] == 0) letters[slot] = placeholder[0];
+    if (letters[slot] != placeholder[0]) continue;
+    if (s.index[slot] < 0) return -1;
+    const int offset = with_offset ? (placeholder[1] == '+' ? 1 : -1) * (placeholder[2] - '0') : 0;
+    return static_cast<long long>(s.index[slot]) + offset;
+  }
+  return -1;
+}
+
+/// Writes an array's name with the recorded entry in place of its index letters:
+/// `plan.ids[i][j]` as `plan.ids[3][1]`.
+inline void write_name(std::ostream& out, std::string_view name, const status& s, char (&letters)[2]) {
+  for (std::size_t at = 0; at < name.size();) {
+    const std::size_t open = name.find('[', at);
+    const std::size_t close = open == std::string_view::npos ? open : name.find(']', open);
+    if (close == std::string_view::npos) {
+      out << name.substr(at);
+      return;
+    }
+    const std::string_view placeholder = name.substr(open + 1, close - open - 1);
+    const long long entry = index_of_placeholder(placeholder, s, letters);
+    out << name.substr(at, open + 1 - at);
+    if (entry >= 0) {
+      out << entry;
+    } else {
+      out << placeholder;
+    }
+    out << ']';
+    at = close + 1;
+  }
+}
 }  // namespace detail
 
-/// "invalid parameter: prune.k0 = 9: must be at most refine.k = 8"
+/// "invalid parameter: prune.k0 = 9: must be at most refine.k = 8"; an array entry with its
+/// indices, when the status records them: "invalid input: plan.ids[3][1] = -1: ..."
 inline std::string to_string(const status& s) {
   if (s.ok()) return "ok";
   std::ostringstream out;
   out << to_string(s.code);
+  char letters[2] = {0, 0};
   if (s.parameter != nullptr) {
-    out << ": " << s.parameter;
+    out << ": ";
+    detail::write_name(out, s.parameter, s, letters);
     if (!std::isnan(s.value)) {  // NaN marks a status about a parameter, not a value
       out << " = ";
       detail::write_number(out, s.value);
@@ -58,7 +104,9 @@ inline std::string to_string(const status& s) {
   }
   if (s.requirement != nullptr) out << ": " << s.requirement;
   if (s.bound_name != nullptr) {
-    out << ' ' << s.bound_name << " = ";
+    out << ' ';
+    detail::write_name(out, s.bound_name, s, letters);
+    out << " = ";
     detail::write_number(out, s.bound);
   }
   return out.str();

@@ -168,8 +168,8 @@ constexpr status validate_replica_map(const replica_map& map, int experts) noexc
   for (int p = 0; p < map.physical_count; ++p) {
     if (!slot_holds_expert(map, p)) {
       const replica_fault_text text = describe(replica_fault::slot_expert);
-      return fail(errc::invalid_input, text.parameter, map.physical_to_logical[p], text.requirement, "batch.E",
-                  experts);
+      return fail(errc::invalid_input, text.parameter, map.physical_to_logical[p], text.requirement, "batch.E", experts)
+          .at(p);
     }
   }
   int total = 0;
@@ -181,18 +181,22 @@ constexpr status validate_replica_map(const replica_map& map, int experts) noexc
     switch (check.fault) {
       case replica_fault::count:
         return fail(errc::invalid_input, text.parameter, count, text.requirement, "replicas.max_replicas",
-                    map.max_replicas);
+                    map.max_replicas)
+            .at(e);
       case replica_fault::padding:
         return fail(errc::invalid_input, text.parameter, physical, text.requirement, "replicas.replica_counts[e]",
-                    count);
+                    count)
+            .at(e, check.r);
       case replica_fault::row_slot:
         return fail(errc::invalid_input, text.parameter, physical, text.requirement, "replicas.physical_count",
-                    map.physical_count);
+                    map.physical_count)
+            .at(e, check.r);
       case replica_fault::other_expert:
         return fail(errc::invalid_input, text.parameter, physical, text.requirement, "replicas.physical_to_logical[p]",
-                    map.physical_to_logical[physical]);
+                    map.physical_to_logical[physical])
+            .at(e, check.r);
       case replica_fault::listed_twice:
-        return fail(errc::invalid_input, text.parameter, physical, text.requirement, "r", check.r);
+        return fail(errc::invalid_input, text.parameter, physical, text.requirement).at(e, check.r);
       default:
         break;
     }

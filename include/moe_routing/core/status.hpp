@@ -23,16 +23,29 @@ enum class errc : std::uint8_t {
 };
 
 /// Outcome of a call. On failure it names the offending parameter and its value, and
-/// what it had to satisfy, e.g. `prune.k0 = 9: must be at most refine.k = 8`.
+/// what it had to satisfy, e.g. `prune.k0 = 9: must be at most refine.k = 8`. An entry of an
+/// array is named with index letters, `plan.ids[i][j]`, and `at(i, j)` records which entry:
+/// the message then reads `plan.ids[3][1] = -1`.
 struct [[nodiscard]] status {
   errc code = errc::ok;
-  const char* parameter = nullptr;    ///< e.g. "prune.k0", "batch.n"
+  const char* parameter = nullptr;    ///< e.g. "prune.k0", "batch.n", "plan.ids[i][j]"
   double value = 0;                   ///< the offending value
   const char* requirement = nullptr;  ///< e.g. "must be at most"
   const char* bound_name = nullptr;   ///< what the value was compared with, if anything
   double bound = 0;                   ///< that bound's value
+  /// The values of the index letters, in the order the letters first appear in `parameter`
+  /// and then `bound_name` (-1: not recorded; the letter stays in the message).
+  std::int32_t index[2] = {-1, -1};
 
   MOE_ROUTING_HOST_DEVICE constexpr bool ok() const noexcept { return code == errc::ok; }
+
+  /// This status with the entry it is about: the values of its first one or two index letters.
+  MOE_ROUTING_HOST_DEVICE constexpr status at(std::int32_t first, std::int32_t second = -1) const noexcept {
+    status located = *this;
+    located.index[0] = first;
+    located.index[1] = second;
+    return located;
+  }
 };
 
 static_assert(std::is_trivially_copyable_v<status>);

@@ -75,8 +75,7 @@ constexpr status check_executor_workspace(const executor_shape& shape, int n, in
     return fail(too_small, "executor_shape.shared_experts", shape.shared_experts, "must be at least",
                 "weights.shared_experts", w.shared_experts);
   }
-  const int widest = std::max(w.intermediate, w.shared_intermediate);
-  if (std::max(shape.intermediate, shape.shared_intermediate) < widest) {  // only the shared experts can be wider
+  if (std::max(shape.intermediate, shape.shared_intermediate) < widest_intermediate(w)) {  // only shared ones are wider
     return fail(too_small, "executor_shape.shared_intermediate", shape.shared_intermediate, "must be at least",
                 "weights.shared_intermediate", w.shared_intermediate);
   }

@@ -27,17 +27,20 @@ inline status align_plan(const plan_view& plan, int experts, expert_alignment& o
   for (int e = 0; e <= experts; ++e) out.offsets[e] = 0;
   for (int i = 0; i < n; ++i) {
     const int count = plan.counts[i];
-    if (count < 0 || count > k) return fail(errc::invalid_input, "plan.counts[i]", count, "must be in [0, k]", "k", k);
+    if (count < 0 || count > k)
+      return fail(errc::invalid_input, "plan.counts[i]", count, "must be in [0, k]", "k", k).at(i);
     for (int j = 0; j < count; ++j) {
       const std::int32_t e = plan.ids[static_cast<std::size_t>(i) * k + j];
       if (e < 0 || e >= experts) {
         return fail(errc::invalid_input, "plan.ids[i][j]", e, "must be an expert index below", "weights.experts",
-                    experts);
+                    experts)
+            .at(i, j);
       }
       // A NaN or infinite weight would turn the token's whole output row into NaN or infinity.
       const float weight = plan.weights[static_cast<std::size_t>(i) * k + j];
-      if (std::isnan(weight)) return fail(errc::invalid_input, "plan.weights[i][j]", weight, "is NaN: must be finite");
-      if (std::isinf(weight)) return fail(errc::invalid_input, "plan.weights[i][j]", weight, "must be finite");
+      if (std::isnan(weight))
+        return fail(errc::invalid_input, "plan.weights[i][j]", weight, "is NaN: must be finite").at(i, j);
+      if (std::isinf(weight)) return fail(errc::invalid_input, "plan.weights[i][j]", weight, "must be finite").at(i, j);
       ++out.offsets[e + 1];
     }
   }

@@ -42,6 +42,14 @@ struct expert_weights {
 
 static_assert(std::is_trivially_copyable_v<expert_weights<bfloat16>>);
 
+/// The widest expert a call runs: h, or the shared experts' width when it is wider. A shared
+/// width left set in a view without shared experts (a model config copied whole) counts for
+/// nothing.
+template <score_element Weight>
+constexpr int widest_intermediate(const expert_weights<Weight>& w) noexcept {
+  return w.shared_experts > 0 && w.shared_intermediate > w.intermediate ? w.shared_intermediate : w.intermediate;
+}
+
 /// Checks the view's shape and pointers (not the pointed-to memory). O(E).
 template <score_element Weight>
 status validate_weights(const expert_weights<Weight>& w) noexcept {

@@ -71,7 +71,7 @@ class executor_workspace {
   /// The per-pair rows laid out for weights `w` (rows as wide as its widest group).
   template <class Weight>
   pair_buffers buffers_for(const expert_weights<Weight>& w) noexcept {
-    const auto widest = static_cast<std::ptrdiff_t>(std::max(w.intermediate, w.shared_intermediate));
+    const auto widest = static_cast<std::ptrdiff_t>(widest_intermediate(w));
     return {gathered.data(), activations.data(), expert_out.data(), packed_in.data(), packed_act.data(), w.hidden,
             widest};
   }
