@@ -7,15 +7,20 @@
 //    the caches): the compute alone, to set beside executor/qwen3 and its paired read;
 //  - executor/qwen3-huge-pages: executor/qwen3 with the weights in transparent huge pages
 //    (`weight_storage.hpp`; a second pool, built when first run);
-//  - executor/kernel:K/n:N: the same with each projection kernel this CPU runs;
+//  - executor/kernel:K/n:N: the same with each projection kernel this CPU runs for bfloat16
+//    weights (K the kernel's name: avx2_bf16, avx512, avx512_bf16, amx);
 //  - executor/active: latency against the number of active experts at n = 16;
-//  - tile/avx512_bf16: one tile of the AVX512_BF16 kernel in cache (no memory traffic), per
-//    token pass's prefetch mode: the kernel's compute ceiling, in vdpbf16ps per second;
-//  - item/avx512_bf16/gate_up: one gate/up work item swept for T tokens as the executor does
+//  - tile/K: one tile of row kernel K (avx2, avx2_bf16, avx512, avx512_bf16: each this CPU
+//    runs; all with bfloat16 weights) in cache
+//    (no memory traffic), per token pass's prefetch mode: the kernel's compute ceiling, in
+//    multiply-adds per second (and vdpbf16ps per second for avx512_bf16);
+//  - item/K/gate_up: one gate/up work item swept for T tokens as the executor does
 //    (every block, every token group, SwiGLU), its rows in L2: what one core's passes cost
 //    without memory, steady to a few percent where the layer benchmarks swing by 10%;
 //  - bandwidth/l2_read_one_core: one core reading the same 128 KiB again and again: the ceiling
-//    of a pass that only reads (one token).
+//    of a pass that only reads (one token);
+//  - compute/fma_peak_one_core: one core's 256-bit FMAs alone, the ceiling the tile and item
+//    rates read against.
 // The context names the CPU model and the kernels the build takes on it.
 // The weights of three layers (3.4 GiB) are allocated and each iteration takes the next
 // layer and a fresh plan, so no expert is still cached from the previous iteration (except in
@@ -31,6 +36,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -180,50 +186,123 @@ constexpr int item_cols = 2048, item_rows = 16;
 constexpr std::size_t item_bytes = std::size_t{2} * item_rows * item_cols * sizeof(mr::bfloat16);
 
 #if MOE_ROUTING_X86_KERNELS
-// One tile of the AVX512_BF16 kernel: 4 weight rows, `cols` long, by `tokens` activation rows,
+/// What a row kernel multiplies weights with: bfloat16 rows for the bfloat16 kernels, float rows
+/// for the others.
+template <class Kernel>
+using input_of = std::conditional_t<mr::cpu::takes_bf16_activations<Kernel>, mr::bfloat16, float>;
+
+/// `v` rounded to bfloat16, as an activation of type `Input` (the executor's rounding).
+template <class Input>
+Input rounded_input(float v) {
+  if constexpr (std::is_same_v<Input, float>) {
+    return mr::to_float(mr::to_bfloat16(v));
+  } else {
+    return mr::to_bfloat16(v);
+  }
+}
+
+// One tile of a row kernel: 4 bfloat16 weight rows, `cols` long, by `tokens` activation rows,
 // as token pass `pass` meets it (0 streams along the rows, 1 asks for the next block's rows, 2
 // and later only compute). The weights of both blocks fit in L2, so this is the kernel's
-// compute rate alone; Zen 5 issues two vdpbf16ps per cycle per core.
-void bf16_tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
+// compute rate alone. Counters: multiply-adds (weight x token products) per second, and for
+// the AVX512_BF16 kernel vdpbf16ps per second (Zen 5 issues two per cycle per core).
+template <class Kernel>
+void tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
   constexpr int rows = mr::cpu::block_rows;
   std::vector<mr::bfloat16> weights(static_cast<std::size_t>(2 * rows * cols), mr::to_bfloat16(0.5f));
-  std::vector<mr::bfloat16> x(static_cast<std::size_t>(tokens * cols), mr::to_bfloat16(0.25f));
+  std::vector<input_of<Kernel>> x(static_cast<std::size_t>(tokens * cols), rounded_input<input_of<Kernel>>(0.25f));
   mr::cpu::row_block<mr::bfloat16> block;
   for (int i = 0; i < rows; ++i) block.rows[i] = weights.data() + static_cast<std::ptrdiff_t>(i) * cols;
   block.next_block_bytes = std::ptrdiff_t{rows} * cols * std::ptrdiff_t{sizeof(mr::bfloat16)};
   block.pass = pass;
   mr::cpu::tile_sums sums;
   for (auto _ : state) {
-    mr::cpu::multiply_tile(mr::cpu::avx512_bf16_kernel{}, block, cols, x.data(), cols, tokens, sums);
+    mr::cpu::multiply_tile(Kernel{}, block, cols, x.data(), cols, tokens, sums);
     benchmark::DoNotOptimize(sums);
     benchmark::ClobberMemory();
   }
-  const double instructions_per_tile = double{rows} * tokens * ((cols + 31) / 32);
-  state.counters["vdpbf16ps_per_s"] =
-      benchmark::Counter(instructions_per_tile * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  const double products = double{rows} * tokens * cols;
+  state.counters["multiply_adds_per_s"] =
+      benchmark::Counter(products * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  if constexpr (std::is_same_v<Kernel, mr::cpu::avx512_bf16_kernel>) {
+    const double instructions_per_tile = double{rows} * tokens * ((cols + 31) / 32);
+    state.counters["vdpbf16ps_per_s"] = benchmark::Counter(
+        instructions_per_tile * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  }
 }
 
 // One gate/up work item for `tokens` tokens, as the executor sweeps it (`sweep_gate_up`: every
 // block of 2 gate and 2 up rows for each token group, SwiGLU on each tile's sums). The matrices
 // hold the next item's rows as well, so the second token pass's run-ahead prefetches land on
 // weights, as they do in a layer.
-void bf16_item_in_cache(benchmark::State& state, int tokens) {
+template <class Kernel>
+void item_in_cache(benchmark::State& state, int tokens) {
+  using input = input_of<Kernel>;
   const std::size_t elements = std::size_t{2} * item_rows * item_cols;  // this item's rows and the next's
   std::vector<mr::bfloat16> gate(elements, mr::to_bfloat16(0.5f)), up(elements, mr::to_bfloat16(-0.25f));
-  std::vector<mr::bfloat16> x(static_cast<std::size_t>(tokens) * item_cols, mr::to_bfloat16(0.125f));
-  std::vector<mr::bfloat16> activations(static_cast<std::size_t>(tokens) * item_rows);
+  std::vector<input> x(static_cast<std::size_t>(tokens) * item_cols, rounded_input<input>(0.125f));
+  std::vector<input> activations(static_cast<std::size_t>(tokens) * item_rows);
   for (auto _ : state) {
-    mr::cpu::sweep_gate_up(mr::cpu::avx512_bf16_kernel{}, gate.data(), up.data(), 0, item_rows, item_cols, x.data(),
-                           item_cols, tokens, activations.data(), item_rows, mr::cpu::swiglu,
-                           [](float v) { return mr::to_bfloat16(v); });
+    mr::cpu::sweep_gate_up(Kernel{}, gate.data(), up.data(), 0, item_rows, item_cols, x.data(), item_cols, tokens,
+                           activations.data(), item_rows, item_rows, mr::cpu::swiglu,
+                           [](float v) { return rounded_input<input>(v); });
     benchmark::DoNotOptimize(activations.data());
     benchmark::ClobberMemory();
   }
-  const double instructions = 2.0 * item_rows * tokens * (item_cols / 32);
-  state.counters["vdpbf16ps_per_s"] =
-      benchmark::Counter(instructions * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  const double products = 2.0 * item_rows * tokens * item_cols;
+  state.counters["multiply_adds_per_s"] =
+      benchmark::Counter(products * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  if constexpr (std::is_same_v<Kernel, mr::cpu::avx512_bf16_kernel>) {
+    state.counters["vdpbf16ps_per_s"] =
+        benchmark::Counter(products / 32 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  }
   state.counters["weight_bytes_per_s"] =
       benchmark::Counter(static_cast<double>(item_bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One core's multiply-add ceiling with 256-bit FMAs: 10 independent chains (enough to cover
+// the instruction's latency on the CPUs we run on) and nothing else, in registers. The tile and
+// item counters `multiply_adds_per_s` read as a fraction of this one, measured in the same run.
+MOE_ROUTING_TARGET_AVX2 void fma_peak_one_core(benchmark::State& state) {
+  constexpr int chains = 10, steps = 1000;
+  const __m256 scale = _mm256_set1_ps(0.999999f), shift = _mm256_set1_ps(1e-7f);
+  __m256 a0 = _mm256_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0;
+  for (auto _ : state) {
+    for (int s = 0; s < steps; ++s) {
+      // Named variables, not an array: GCC 12 kept an array of them in memory (a load and a
+      // store around every FMA).
+      a0 = _mm256_fmadd_ps(a0, scale, shift), a1 = _mm256_fmadd_ps(a1, scale, shift);
+      a2 = _mm256_fmadd_ps(a2, scale, shift), a3 = _mm256_fmadd_ps(a3, scale, shift);
+      a4 = _mm256_fmadd_ps(a4, scale, shift), a5 = _mm256_fmadd_ps(a5, scale, shift);
+      a6 = _mm256_fmadd_ps(a6, scale, shift), a7 = _mm256_fmadd_ps(a7, scale, shift);
+      a8 = _mm256_fmadd_ps(a8, scale, shift), a9 = _mm256_fmadd_ps(a9, scale, shift);
+    }
+    benchmark::DoNotOptimize(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7))));
+    benchmark::DoNotOptimize(_mm256_add_ps(a8, a9));
+  }
+  state.counters["multiply_adds_per_s"] = benchmark::Counter(
+      double{chains} * steps * 8 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+// The tile and item benchmarks of one row kernel, named after it.
+template <class Kernel>
+void register_kernel_in_cache() {
+  const std::string kernel = Kernel::name;
+  for (const int cols : {768, 2048}) {
+    for (int tokens = 1; tokens <= mr::cpu::tile_tokens_of(Kernel{}); ++tokens) {
+      for (const int pass : {0, 1, 2}) {
+        benchmark::RegisterBenchmark(("tile/" + kernel + "/cols:" + std::to_string(cols) +
+                                      "/tokens:" + std::to_string(tokens) + "/pass:" + std::to_string(pass))
+                                         .c_str(),
+                                     [=](benchmark::State& s) { tile_in_cache<Kernel>(s, cols, tokens, pass); });
+      }
+    }
+  }
+  for (const int tokens : {1, 2, 3, 4, 6, 12, 24}) {
+    benchmark::RegisterBenchmark(("item/" + kernel + "/gate_up/tokens:" + std::to_string(tokens)).c_str(),
+                                 [=](benchmark::State& s) { item_in_cache<Kernel>(s, tokens); });
+  }
 }
 #endif
 
@@ -269,16 +348,18 @@ const bool registered = [] {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  // Every vector kernel this CPU runs, side by side (the default above is the fastest).
+  // Every vector kernel this CPU runs, side by side (the default above is the fastest), named
+  // after the kernel the level takes for these bfloat16 weights (`avx2_bf16` at `avx2`).
   for (int level = static_cast<int>(mr::cpu::isa_level::avx2);
        level <= static_cast<int>(mr::cpu::best_projection_level()); ++level) {
     const auto kernel = static_cast<mr::cpu::isa_level>(level);
+    std::string kernel_name;
+    mr::cpu::with_projection_kernel<mr::bfloat16>(kernel, [&](auto tag) { kernel_name = decltype(tag)::name; });
     for (const int n : {1, 4, 16, 64}) {
-      benchmark::RegisterBenchmark(
-          (std::string("executor/kernel:") + mr::cpu::name_of(kernel) + "/n:" + std::to_string(n)).c_str(),
-          [n, kernel](benchmark::State& s) {
-            run_plans(s, n, trace_plans(n), {.paired_read = true, .kernel = kernel});
-          })
+      benchmark::RegisterBenchmark((std::string("executor/kernel:") + kernel_name + "/n:" + std::to_string(n)).c_str(),
+                                   [n, kernel](benchmark::State& s) {
+                                     run_plans(s, n, trace_plans(n), {.paired_read = true, .kernel = kernel});
+                                   })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }
@@ -290,22 +371,14 @@ const bool registered = [] {
         ->Unit(benchmark::kMillisecond);
   }
 #if MOE_ROUTING_X86_KERNELS
-  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512_bf16)) {
-    for (const int cols : {768, 2048}) {
-      for (const int tokens : {1, 2, 3, 4, 5, 6}) {
-        for (const int pass : {0, 1, 2}) {
-          benchmark::RegisterBenchmark(("tile/avx512_bf16/cols:" + std::to_string(cols) +
-                                        "/tokens:" + std::to_string(tokens) + "/pass:" + std::to_string(pass))
-                                           .c_str(),
-                                       [=](benchmark::State& s) { bf16_tile_in_cache(s, cols, tokens, pass); });
-        }
-      }
-    }
-    for (const int tokens : {1, 2, 3, 4, 6, 12, 24}) {
-      benchmark::RegisterBenchmark(("item/avx512_bf16/gate_up/tokens:" + std::to_string(tokens)).c_str(),
-                                   [=](benchmark::State& s) { bf16_item_in_cache(s, tokens); });
-    }
+  // The row kernels' tiles and items in cache, each kernel this CPU runs.
+  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx2)) {
+    benchmark::RegisterBenchmark("compute/fma_peak_one_core", fma_peak_one_core);
+    register_kernel_in_cache<mr::cpu::avx2_kernel>();
+    register_kernel_in_cache<mr::cpu::avx2_bf16_kernel>();
   }
+  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512)) register_kernel_in_cache<mr::cpu::avx512_kernel>();
+  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512_bf16)) register_kernel_in_cache<mr::cpu::avx512_bf16_kernel>();
 #endif
   return true;
 }();

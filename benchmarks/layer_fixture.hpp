@@ -131,7 +131,7 @@ inline void run_layers(benchmark::State& state, const weight_pool& pool, int n, 
     for (int i = 0; i < n; ++i) assignments_total += plan.count(i);
     ++call;
   }
-  state.SetLabel(std::string("kernel:") + mr::cpu::name_of(ws.last_kernel()));
+  state.SetLabel(std::string("kernel:") + ws.last_kernel_name());
   if (paired_read && layer_seconds > 0)
     state.counters["fraction_of_read"] = read_seconds / layer_seconds;  // equal bytes
   const double calls = static_cast<double>(std::max<std::size_t>(call, 1));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <bit>
 #include <limits>
+#include <numeric>
 
 #include <moe_routing/cpu/executor/moe_forward.hpp>
 
@@ -269,9 +270,11 @@ struct kernel_ceiling_scope {
   }
 };
 
-/// The kernel a call with these weights ran, with the workspace forced to `level`.
+/// The kernel a call with these weights ran, with the workspace forced to `level`: its level,
+/// and its name in `name` when asked.
 template <class Weight>
-mr::cpu::isa_level kernel_that_ran(mr::cpu::isa_level level, int d, bool bf16_activations) {
+mr::cpu::isa_level kernel_that_ran(mr::cpu::isa_level level, int d, bool bf16_activations,
+                                   std::string* name = nullptr) {
   std::mt19937 rng(9);
   const expert_bank<Weight> bank(4, d, 32, rng);
   mr::cpu::executor_workspace ws({2, 2, 4, d, 32, 0, 0, bf16_activations});
@@ -282,6 +285,7 @@ mr::cpu::isa_level kernel_that_ran(mr::cpu::isa_level level, int d, bool bf16_ac
   REQUIRE(mr::cpu::route(mr::presets::vanilla(2), batch, plan.view()).ok());
   std::vector<float> x(static_cast<std::size_t>(2) * d, 1.0f), y(x.size());
   REQUIRE(mr::cpu::moe_forward(x.data(), 2, plan.view(), view_of<Weight>(bank, false, nullptr), y.data(), ws).ok());
+  if (name != nullptr) *name = ws.last_kernel_name();
   return ws.last_kernel();
 }
 
@@ -323,6 +327,20 @@ TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
 
 namespace {
 
+/// Pair order as the AVX2 kernel for bfloat16 weights takes it, listed here column by column:
+/// `order[p]` is the column at position p of a `cols`-wide row. In each whole 16 columns the
+/// 8 even ones, then the 8 odd ones; the rest in place.
+std::vector<int> pair_order_of(int cols) {
+  std::vector<int> order;
+  const int whole = cols / 16 * 16;
+  for (int group = 0; group < whole; group += 16) {
+    for (int c = group; c < group + 16; c += 2) order.push_back(c);
+    for (int c = group + 1; c < group + 16; c += 2) order.push_back(c);
+  }
+  for (int c = whole; c < cols; ++c) order.push_back(c);
+  return order;
+}
+
 /// One row kernel's `sweep_rows` and `sweep_gate_up` over `Weight` weights against dot
 /// products in double, written here: rows [row_begin, rows) of `cols`-wide matrices, `m`
 /// tokens. Activation and output rows are longer than the sums need (padding that holds NaN),
@@ -330,7 +348,8 @@ namespace {
 /// output must be within 1e-5 times the sum of its products' magnitudes (float sums of exact
 /// products), and the executor's epilogue (SwiGLU rounded to bfloat16) within half a bfloat16
 /// step of silu(g) u from those sums; every output outside [row_begin, rows) must stay
-/// unwritten.
+/// unwritten. A kernel that takes pair order gets its activations in that order and writes its
+/// SwiGLU values in it (`pair_order_of`).
 template <class Weight, class Kernel>
 void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::mt19937& rng) {
   using input = std::conditional_t<mr::cpu::takes_bf16_activations<Kernel>, mr::bfloat16, float>;
@@ -387,34 +406,49 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
     }
     return sum;
   };
+  // The kernel's activations: x as it is, or each row's first `cols` columns in pair order;
+  // `act_at[r]`: where the sweep writes row r's SwiGLU value in an activation row `rows` wide.
+  constexpr bool paired = mr::cpu::takes_paired_activations<Kernel>;
+  std::vector<input> x_in = x;
+  std::vector<int> act_at(static_cast<std::size_t>(out_stride));
+  std::iota(act_at.begin(), act_at.end(), 0);
+  if (paired) {
+    const std::vector<int> order = pair_order_of(cols), act_order = pair_order_of(rows);
+    for (int t = 0; t < m; ++t) {
+      for (int p = 0; p < cols; ++p) x_in[static_cast<std::size_t>(t) * x_stride + p] = x[t * x_stride + order[p]];
+    }
+    for (int p = 0; p < rows; ++p) act_at[act_order[p]] = p;
+  }
   std::vector<float> out(static_cast<std::size_t>(m) * out_stride, unwritten), act(out.size(), unwritten);
-  mr::cpu::sweep_rows(kernel, gate.data(), row_begin, rows, cols, x.data(), x_stride, m, out.data(), out_stride);
+  mr::cpu::sweep_rows(kernel, gate.data(), row_begin, rows, cols, x_in.data(), x_stride, m, out.data(), out_stride);
   mr::cpu::sweep_gate_up(
-      kernel, gate.data(), up.data(), row_begin, rows, cols, x.data(), x_stride, m, act.data(), out_stride,
+      kernel, gate.data(), up.data(), row_begin, rows, cols, x_in.data(), x_stride, m, act.data(), out_stride, rows,
       [](float g, float u) { return g - 2.0f * u; }, [](float v) { return v; });
   // SwiGLU rounded to bfloat16, the epilogue the executor gives the bfloat16 kernels (for the
   // float kernels it widens the rounded value back to float).
   std::vector<mr::bfloat16> rounded_act(out.size(), mr::to_bfloat16(unwritten));
-  mr::cpu::sweep_gate_up(kernel, gate.data(), up.data(), row_begin, rows, cols, x.data(), x_stride, m,
-                         rounded_act.data(), out_stride, mr::cpu::swiglu, [](float v) { return mr::to_bfloat16(v); });
+  mr::cpu::sweep_gate_up(kernel, gate.data(), up.data(), row_begin, rows, cols, x_in.data(), x_stride, m,
+                         rounded_act.data(), out_stride, rows, mr::cpu::swiglu,
+                         [](float v) { return mr::to_bfloat16(v); });
   int wrong = 0, written_outside = 0;
   for (int t = 0; t < m; ++t) {
     for (int r = 0; r < out_stride; ++r) {
       const std::size_t at = static_cast<std::size_t>(t) * out_stride + r;
+      const std::size_t act_index = static_cast<std::size_t>(t) * out_stride + act_at[static_cast<std::size_t>(r)];
       if (r < row_begin || r >= rows) {
-        written_outside +=
-            !std::isnan(out[at]) + !std::isnan(act[at]) + !std::isnan(test::decode_bf16(rounded_act[at].bits));
+        written_outside += !std::isnan(out[at]) + !std::isnan(act[act_index]) +
+                           !std::isnan(test::decode_bf16(rounded_act[act_index].bits));
         continue;
       }
       double g_size = 0, u_size = 0;
       const double g = dot(gate_d, r, t, g_size), u = dot(up_d, r, t, u_size);
       const bool row_ok = std::abs(out[at] - g) <= 1e-5 * g_size;
-      const bool act_ok = std::abs(act[at] - (g - 2 * u)) <= 1e-5 * (g_size + 2 * u_size);
+      const bool act_ok = std::abs(act[act_index] - (g - 2 * u)) <= 1e-5 * (g_size + 2 * u_size);
       // silu(g) u from sums within 1e-5 of their magnitudes (silu's slope stays below 1.1),
       // then rounded to bfloat16: at most half a step, 2^-8 of the value.
       const double silu = g / (1 + std::exp(-g)), expected = silu * u;
       const double from_sums = 1e-5 * (1.1 * std::abs(u) * g_size + std::abs(silu) * u_size);
-      const bool rounded_ok = std::abs(test::decode_bf16(rounded_act[at].bits) - expected) <=
+      const bool rounded_ok = std::abs(test::decode_bf16(rounded_act[act_index].bits) - expected) <=
                               std::abs(expected) * (1.0 / 256 + 1e-6) + 2 * from_sums;
       wrong += !row_ok || !act_ok || !rounded_ok;  // false for NaN too
     }
@@ -440,13 +474,24 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
 TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows and many tokens") {
   std::mt19937 rng(31);
   const auto check_weight = [&]<class Weight>(mr::cpu::isa_level level, Weight) {
-    mr::cpu::with_projection_kernel<Weight>(level, [&](auto kernel) {
+    const auto check_kernel = [&](auto kernel) {
       if constexpr (mr::cpu::row_kernel<decltype(kernel)>) {
         for (const int m : {1, 6, 7, 13, 24, 25, 50}) check_sweeps<Weight>(kernel, 0, 37, 1100, m, rng);
         check_sweeps<Weight>(kernel, 5, 37, 1100, 13, rng);  // a sweep that starts past row 0
         check_sweeps<Weight>(kernel, 0, 19, 70, 30, rng);    // rows shorter than the prefetch distance
+        // A last 16 to 31 columns (the pair-order kernel's single group) and a tail; rows of
+        // one whole group and a half; rows narrower than any vector.
+        check_sweeps<Weight>(kernel, 0, 21, 1110, 5, rng);
+        check_sweeps<Weight>(kernel, 0, 18, 48, 3, rng);
+        check_sweeps<Weight>(kernel, 0, 9, 7, 4, rng);
       }
-    });
+    };
+    mr::cpu::with_projection_kernel<Weight>(level, check_kernel);
+#if MOE_ROUTING_X86_KERNELS
+    // The widening kernel also takes bfloat16 weights (the executor gives them avx2_bf16; the
+    // benchmarks compare the two).
+    if (level == mr::cpu::isa_level::avx2 && std::is_same_v<Weight, mr::bfloat16>) check_kernel(mr::cpu::avx2_kernel{});
+#endif
   };
   for (const mr::cpu::isa_level level : runnable_levels()) {
     const std::string name = mr::cpu::name_of(level);
@@ -470,6 +515,38 @@ TEST_CASE("a forced kernel is the one that runs, and the bfloat16 kernels only f
     // AMX needs d in whole tiles; otherwise the call takes vdpbf16ps.
     CHECK(kernel_that_ran<mr::bfloat16>(level, 72, true) == std::min(level, isa_level::avx512_bf16));
   }
+}
+
+TEST_CASE("at avx2, bfloat16 weights take the pair-order kernel and other weights the widening one") {
+  using mr::cpu::isa_level;
+  if (mr::cpu::best_projection_level() < isa_level::avx2) {
+    MESSAGE("skipped: this CPU does not run AVX2");
+    return;
+  }
+  std::string name;
+  CHECK(kernel_that_ran<mr::bfloat16>(isa_level::avx2, 64, true, &name) == isa_level::avx2);
+  CHECK(name == "avx2_bf16");
+  CHECK(kernel_that_ran<mr::bfloat16>(isa_level::avx2, 64, false, &name) == isa_level::avx2);
+  CHECK(name == "avx2_bf16");
+  CHECK(kernel_that_ran<mr::float16>(isa_level::avx2, 64, true, &name) == isa_level::avx2);
+  CHECK(name == "avx2");
+  CHECK(kernel_that_ran<float>(isa_level::avx2, 64, true, &name) == isa_level::avx2);
+  CHECK(name == "avx2");
+}
+
+TEST_CASE("pair order: each whole 16 columns' even ones, then their odd ones, the rest in place") {
+  for (int cols = 0; cols <= 80; ++cols) {
+    CAPTURE(cols);
+    const std::vector<int> order = pair_order_of(cols);
+    std::vector<int> written(static_cast<std::size_t>(cols), -1);
+    mr::cpu::write_in_pair_order(written.data(), cols, [](int c) { return c; });
+    CHECK(written == order);
+    int misplaced = 0;
+    for (int p = 0; p < cols; ++p) misplaced += mr::cpu::paired_column(order[static_cast<std::size_t>(p)], cols) != p;
+    CHECK(misplaced == 0);
+  }
+  // By hand: the first group of a 20-column row, then its last 4 columns in place.
+  CHECK(pair_order_of(20) == std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 16, 17, 18, 19});
 }
 
 TEST_CASE("forcing a kernel this CPU does not run is refused, naming it") {

@@ -6,21 +6,35 @@
 
 #include <string>
 
+#include "moe_routing/core/half.hpp"
 #include "moe_routing/cpu/executor/kernel_choice.hpp"
+#include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 
 namespace moe_routing::cpu {
 
 /// The kernels calls take here, e.g. "cpu: avx512_bf16; executor: avx512_bf16 for bfloat16
 /// weights with bfloat16 activations, avx512 otherwise; routing top-k and mass ranking:
-/// avx512".
+/// avx512", or on an AVX2 CPU "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2
+/// otherwise; ...", or where one kernel takes every weight type "executor: portable for every
+/// weight type".
 inline std::string kernel_report() {
   const isa_level bf16 = best_projection_level(), other = projection_level(isa_level::amx, false);
+  std::string bf16_kernel, float_kernel;
+  bool rounds_activations = false;  // only the kernels of bf16 x bf16 products need them rounded
+  with_projection_kernel<bfloat16>(bf16, [&](auto kernel) {
+    bf16_kernel = decltype(kernel)::name;
+    rounds_activations = takes_bf16_activations<decltype(kernel)>;
+  });
+  with_projection_kernel<float>(other, [&](auto kernel) { float_kernel = decltype(kernel)::name; });
+  const std::string executor =
+      bf16_kernel == float_kernel
+          ? bf16_kernel + " for every weight type"
+          : bf16_kernel + " for bfloat16 weights" + (rounds_activations ? " with bfloat16 activations" : "") +
+                (bf16 == isa_level::amx ? " (d in whole tiles)" : "") + ", " + float_kernel + " otherwise";
   const bool vector_routing = cpu_runs(isa_level::avx512);
-  return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + name_of(bf16) +
-         " for bfloat16 weights with bfloat16 activations" + (bf16 == isa_level::amx ? " (d in whole tiles)" : "") +
-         ", " + name_of(other) +
-         " otherwise; routing top-k and mass ranking: " + (vector_routing ? "avx512" : "portable");
+  return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor +
+         "; routing top-k and mass ranking: " + (vector_routing ? "avx512" : "portable");
 }
 
 }  // namespace moe_routing::cpu

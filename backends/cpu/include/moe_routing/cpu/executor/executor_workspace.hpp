@@ -4,7 +4,7 @@
 /// never allocates: the plan's alignment by expert, each group's job, the per-pair rows
 /// (`pair_buffers`), the work items, and the bfloat16 copies the bfloat16 kernels take.
 /// It also holds the call's kernel choice: the level it may use at most (`force_kernel`, for
-/// tests and comparisons) and the level the last call ran (`last_kernel`).
+/// tests and comparisons) and the kernel the last call ran (`last_kernel`, `last_kernel_name`).
 
 #include <algorithm>
 #include <cstddef>
@@ -98,12 +98,20 @@ class executor_workspace {
   isa_level kernel_ceiling() const noexcept { return kernel_ceiling_; }
   /// The kernel the last `moe_forward` with this workspace ran (`portable` before any).
   isa_level last_kernel() const noexcept { return last_kernel_; }
-  void record_kernel(isa_level level) noexcept { last_kernel_ = level; }
+  /// The last call's kernel by name (`kernel_tags.hpp`): at one level, the weight type may pick
+  /// another kernel (`avx2_bf16` for bfloat16 weights, `avx2` for the others).
+  const char* last_kernel_name() const noexcept { return last_kernel_name_; }
+  template <class Kernel>
+  void record_kernel(Kernel) noexcept {
+    last_kernel_ = Kernel::level;
+    last_kernel_name_ = Kernel::name;
+  }
 
  private:
   executor_shape shape_{};
   isa_level kernel_ceiling_ = isa_level::amx;
   isa_level last_kernel_ = isa_level::portable;
+  const char* last_kernel_name_ = portable_kernel::name;
 };
 
 }  // namespace moe_routing::cpu

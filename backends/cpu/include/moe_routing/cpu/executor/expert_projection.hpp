@@ -29,7 +29,8 @@ namespace moe_routing::cpu {
 
 /// Gate/up item `block` of a row-kernel group: gate and up rows [16b, 16b + 16), written as
 /// SwiGLU activations in the form the kernel takes (`kernel_tags.hpp`): bfloat16 rows, or
-/// float rows (holding bfloat16 values when `round_activations`).
+/// float rows, in pair order for the kernels that take it (holding bfloat16 values when
+/// `round_activations`).
 template <row_kernel Kernel, class Weight>
 void project_gate_up(Kernel kernel, const expert_matrices<Weight>& m, const expert_job& job, int block,
                      const pair_buffers& buffers, bool round_activations) {
@@ -37,11 +38,11 @@ void project_gate_up(Kernel kernel, const expert_matrices<Weight>& m, const expe
   const int d = buffers.hidden;
   if constexpr (takes_bf16_activations<Kernel>) {
     sweep_gate_up(kernel, m.gate, m.up, begin, end, d, buffers.packed_inputs(job), d, job.pairs,
-                  buffers.packed_activations(job), buffers.activation_stride, swiglu,
+                  buffers.packed_activations(job), buffers.activation_stride, job.width, swiglu,
                   [](float v) { return to_bfloat16(v); });
   } else {
     sweep_gate_up(kernel, m.gate, m.up, begin, end, d, buffers.gathered_rows(job), d, job.pairs,
-                  buffers.activation_rows(job), buffers.activation_stride, swiglu,
+                  buffers.activation_rows(job), buffers.activation_stride, job.width, swiglu,
                   [round_activations](float v) { return round_activations ? to_float(to_bfloat16(v)) : v; });
   }
 }

@@ -14,6 +14,7 @@
 #include "moe_routing/cpu/executor/amx_projection.hpp"
 #include "moe_routing/cpu/executor/executor_workspace.hpp"
 #include "moe_routing/cpu/executor/expert_job.hpp"
+#include "moe_routing/cpu/executor/pair_order.hpp"
 #include "moe_routing/executor/expert_weights.hpp"
 #include "moe_routing/plan/routing_plan.hpp"
 
@@ -38,12 +39,11 @@ inline int list_valid_tokens(const plan_view& plan, int n, executor_workspace& w
 
 /// Fills `ws.jobs[0 .. E + shared)` from the aligned plan (`ws.offsets`, `ws.pair_token`).
 /// Routed expert e's pairs are its aligned pairs; shared expert s's pairs are the valid tokens
-/// (those with experts), after the routed pairs. `level`: the call's kernel, which sets
-/// each group's activation form (on AMX, tiles for a group whose h is a whole number of
-/// tiles, bfloat16 rows for the others); groups in a bfloat16 form get room in the packed
+/// (those with experts), after the routed pairs. `kernel`: the call's kernel, which sets each
+/// group's activation form (`form_for`); groups in a bfloat16 form get room in the packed
 /// buffers. O(n + groups).
-template <class Weight>
-void plan_expert_jobs(const plan_view& plan, int n, const expert_weights<Weight>& w, isa_level level,
+template <class Weight, class Kernel>
+void plan_expert_jobs(const plan_view& plan, int n, const expert_weights<Weight>& w, Kernel kernel,
                       executor_workspace& ws) noexcept {
   // Shared experts: every token with experts (a valid token) is a pair of each of them.
   const int valid = detail::list_valid_tokens(plan, n, ws);
@@ -62,13 +62,11 @@ void plan_expert_jobs(const plan_view& plan, int n, const expert_weights<Weight>
       job.first_pair = routed_pairs + (g - w.experts) * valid;
       job.pairs = valid;
     }
-    if (level == isa_level::amx) {
-      job.form = job.width % amx::tile_columns == 0 ? activation_form::bf16_tiles : activation_form::bf16_rows;
-    } else {
-      job.form = level == isa_level::avx512_bf16 ? activation_form::bf16_rows : activation_form::float_rows;
-    }
+    job.form = form_for(kernel, job.width);
     job.packed_first = packed_first;
-    if (job.form != activation_form::float_rows) packed_first += amx::padded_tokens(job.pairs);
+    if (job.form == activation_form::bf16_rows || job.form == activation_form::bf16_tiles) {
+      packed_first += amx::padded_tokens(job.pairs);
+    }
     ws.jobs[static_cast<std::size_t>(g)] = job;
   }
 }
@@ -76,7 +74,7 @@ void plan_expert_jobs(const plan_view& plan, int n, const expert_weights<Weight>
 namespace detail {
 
 /// One group's input rows in its form: the packed copy for a tile group, bfloat16 rows, or
-/// float rows (holding bfloat16 values when `round_activations`).
+/// float rows in order or in pair order (holding bfloat16 values when `round_activations`).
 inline void gather_group(const float* x, const expert_job& job, const std::int32_t* pair_token,
                          const pair_buffers& buffers, bool round_activations) noexcept {
   const int d = buffers.hidden;
@@ -99,7 +97,9 @@ inline void gather_group(const float* x, const expert_job& job, const std::int32
   for (int p = 0; p < job.pairs; ++p) {
     const float* in = input_of(p);
     float* row = rows + static_cast<std::ptrdiff_t>(p) * d;
-    if (round_activations) {
+    if (job.form == activation_form::float_pair_rows) {
+      write_in_pair_order(row, d, [&](int c) { return round_activations ? to_float(to_bfloat16(in[c])) : in[c]; });
+    } else if (round_activations) {
       for (int c = 0; c < d; ++c) row[c] = to_float(to_bfloat16(in[c]));
     } else {
       std::copy_n(in, d, row);

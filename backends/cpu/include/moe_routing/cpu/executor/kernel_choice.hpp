@@ -3,8 +3,9 @@
 /// Which projection kernel a call runs, decided once per call at run time: the highest
 /// level the CPU runs (`cpu_isa()`), at most the workspace's forced level, and at most
 /// `avx512` unless the products are bfloat16 x bfloat16 (bfloat16 weights with
-/// `bf16_activations`), the only products the bfloat16 kernels form. Then
-/// `with_projection_kernel` hands the body the level's tag (`kernel_tags.hpp`).
+/// `bf16_activations`), the only products the AVX512_BF16 and AMX kernels form. Then
+/// `with_projection_kernel` hands the body the tag of the level and weight type
+/// (`kernel_tags.hpp`).
 
 #include <string>
 #include <type_traits>
@@ -12,6 +13,7 @@
 #include "moe_routing/core/error.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/cpu/executor/amx_projection.hpp"
+#include "moe_routing/cpu/executor/avx2_bf16_projection.hpp"
 #include "moe_routing/cpu/executor/avx2_projection.hpp"
 #include "moe_routing/cpu/executor/avx512_bf16_projection.hpp"
 #include "moe_routing/cpu/executor/avx512_projection.hpp"
@@ -44,7 +46,8 @@ inline void check_runnable(isa_level level) {
 }
 
 /// Calls `body(tag)` with the tag of `level` (from `projection_level`, so a bfloat16 level
-/// only comes with bfloat16 weights).
+/// only comes with bfloat16 weights) for `Weight`: at `avx2`, bfloat16 weights take
+/// `avx2_bf16_kernel`.
 template <class Weight, class Body>
 void with_projection_kernel(isa_level level, Body&& body) {
 #if MOE_ROUTING_X86_KERNELS
@@ -55,7 +58,13 @@ void with_projection_kernel(isa_level level, Body&& body) {
     if (level == isa_level::avx512_bf16) return body(avx512_bf16_kernel{});
   }
   if (level == isa_level::avx512) return body(avx512_kernel{});
-  if (level == isa_level::avx2) return body(avx2_kernel{});
+  if (level == isa_level::avx2) {
+    if constexpr (std::is_same_v<Weight, bfloat16>) {
+      return body(avx2_bf16_kernel{});
+    } else {
+      return body(avx2_kernel{});
+    }
+  }
 #endif
   (void)level;
   body(portable_kernel{});

@@ -48,11 +48,11 @@ template <score_element Weight, class ExecutionPolicy = std::execution::sequence
   isa_level level = projection_level(ws.kernel_ceiling(), round_activations);
   if (level == isa_level::amx && w.hidden % amx::tile_columns != 0) level = isa_level::avx512_bf16;  // d in whole tiles
   const int groups = w.experts + w.shared_experts;  // routed experts, then shared ones
-  plan_expert_jobs(plan, n, w, level, ws);
   const pair_buffers buffers = ws.buffers_for(w);
-  gather_inputs(exec, x, ws, groups, buffers, round_activations);
   with_projection_kernel<Weight>(level, [&](auto kernel) {
-    ws.record_kernel(decltype(kernel)::level);  // the kernel dispatched, which the tests compare with `level`
+    ws.record_kernel(kernel);  // the kernel dispatched, which the tests compare with `level`
+    plan_expert_jobs(plan, n, w, kernel, ws);
+    gather_inputs(exec, x, ws, groups, buffers, round_activations);
     project_experts(kernel, exec, w, ws, groups, buffers, round_activations);
   });
   combine_outputs(exec, plan, n, w.experts, w.shared_experts, ws, buffers, y);

@@ -28,6 +28,8 @@
 #include <type_traits>
 
 #include "moe_routing/core/half.hpp"
+#include "moe_routing/cpu/executor/kernel_tags.hpp"
+#include "moe_routing/cpu/executor/pair_order.hpp"
 
 namespace moe_routing::cpu {
 
@@ -186,10 +188,12 @@ void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end,
 }
 
 /// Gate and up rows [row_begin, row_end) (each matrix `cols` wide) times `m` activation rows:
-/// `act[t * act_stride + r] = store(activation(gate_r . x_t, up_r . x_t))`.
+/// `act[t * act_stride + r] = store(activation(gate_r . x_t, up_r . x_t))`; for a kernel that
+/// takes pair order (`takes_paired_activations`), at row r's column in pair order of the
+/// `act_cols`-wide activation rows (the down projection's input) instead.
 template <class Kernel, class Weight, class Input, class Output, class Activation, class Store>
 void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_begin, int row_end, int cols,
-                   const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride,
+                   const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride, int act_cols,
                    Activation&& activation, Store&& store) {
   constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
   static_assert(block_rows == 2 * pair_rows, "a block holds as many gate rows as up rows");
@@ -203,28 +207,34 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
     return block;
   };
   const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
-    // Every (gate row, token) lane of the tile, used or not (the unused hold zeros), activated
-    // and converted in one loop over flat arrays of 16 lanes (one vector where the target uses
-    // 512-bit ones), which the compiler vectorizes. Indexed as [row][token], the loop was not
-    // vectorized (a "complicated access pattern"). When each value was converted as it was
-    // stored, the conversion stayed scalar: with it in the loop, a gate/up pass of 6 tokens
-    // takes 0.94 of the time on Zen 5 and one of 12 or 24 tokens 0.90
-    // (`item/avx512_bf16/gate_up` in the executor benchmark). Then only the tile's own values
-    // are stored.
-    constexpr int lanes = pair_rows * max_tile_tokens, padded_lanes = 16;
+    // Every (gate row, token) lane of the kernel's tile, used or not (the unused hold zeros),
+    // activated and converted in one loop over flat arrays, which the compiler vectorizes.
+    // Indexed as [row][token], the loop was not vectorized (a "complicated access pattern").
+    // When each value was converted as it was stored, the conversion stayed scalar: with it in
+    // the loop, a gate/up pass of 6 tokens takes 0.94 of the time on Zen 5 and one of 12 or 24
+    // tokens 0.90 (`item/avx512_bf16/gate_up` in the executor benchmark). The arrays hold the
+    // kernel's own tile (4 lanes for a 2-token tile, 12 padded to 16 for a 6-token one): with
+    // 16 lanes for every kernel, SwiGLU on 12 unused lanes took about a quarter of a 2-token
+    // gate/up pass on Zen 3 (docs/benchmarks/executor_zen3.md). Then only the tile's own
+    // values are stored.
+    constexpr int group = tile_tokens_of(Kernel{});
+    constexpr int lanes = pair_rows * group, padded_lanes = lanes <= 8 ? (lanes + 3) / 4 * 4 : 16;
     static_assert(lanes <= padded_lanes);
     float gate_sums[padded_lanes] = {}, up_sums[padded_lanes] = {};
     Output values[padded_lanes];
     for (int i = 0; i < pair_rows; ++i) {
-      for (int t = 0; t < max_tile_tokens; ++t) {
-        gate_sums[i * max_tile_tokens + t] = sums[i][t];
-        up_sums[i * max_tile_tokens + t] = sums[pair_rows + i][t];
+      for (int t = 0; t < group; ++t) {
+        gate_sums[i * group + t] = sums[i][t];
+        up_sums[i * group + t] = sums[pair_rows + i][t];
       }
     }
     for (int j = 0; j < padded_lanes; ++j) values[j] = store(activation(gate_sums[j], up_sums[j]));
     for (int t = 0; t < tokens; ++t) {
-      Output* row = act + (t0 + t) * act_stride + rows.first;
-      for (int i = 0; i < rows.count; ++i) row[i] = values[i * max_tile_tokens + t];
+      Output* row = act + (t0 + t) * act_stride;
+      for (int i = 0; i < rows.count; ++i) {
+        const int at = takes_paired_activations<Kernel> ? paired_column(rows.first + i, act_cols) : rows.first + i;
+        row[at] = values[i * group + t];
+      }
     }
   };
   sweep_blocks(kernel, row_begin, row_end, pair_rows, cols, x, x_stride, m, block_at, take);
