@@ -370,13 +370,13 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
         return mr::to_bfloat16(v);
       }
     };
-    const auto decoded = [](Value v) -> double {
+    const auto decoded = [](Value v) {  // no "-> double": GCC 12 then warns of a missing return
       if constexpr (std::is_same_v<Value, float>) {
-        return v;
+        return static_cast<double>(v);
       } else if constexpr (std::is_same_v<Value, mr::float16>) {
-        return test::decode_f16(v.bits);
+        return static_cast<double>(test::decode_f16(v.bits));
       } else {
-        return test::decode_bf16(v.bits);
+        return static_cast<double>(test::decode_bf16(v.bits));
       }
     };
     values.assign(static_cast<std::size_t>(count) * stride, as_value(unwritten));

@@ -10,7 +10,7 @@
 /// meet them lane for lane, so each (row, token) sum takes two multiply-adds per 16 columns.
 /// `avx2_kernel` widens 8 weights with vpmovzxwd and a shift, two instructions on the pipes
 /// that also do the multiply-adds on Zen 3 for every 8 weights; here one shift serves 16 (the
-/// mask runs on any pipe). Measured in L1 on Zen 3 (`tile/avx2_bf16` against `tile/avx2` and
+/// mask runs on any pipe). Measured in cache on Zen 3 (`tile/avx2_bf16` against `tile/avx2` and
 /// `compute/fma_peak_one_core` in the executor benchmark; docs/benchmarks/executor_zen3.md):
 /// 0.63 of the core's multiply-add peak at two tokens per tile, against 0.41.
 ///

@@ -214,8 +214,9 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
     // the loop, a gate/up pass of 6 tokens takes 0.94 of the time on Zen 5 and one of 12 or 24
     // tokens 0.90 (`item/avx512_bf16/gate_up` in the executor benchmark). The arrays hold the
     // kernel's own tile (4 lanes for a 2-token tile, 12 padded to 16 for a 6-token one): with
-    // 16 lanes for every kernel, SwiGLU on 12 unused lanes took about a quarter of a 2-token
-    // gate/up pass on Zen 3 (docs/benchmarks/executor_zen3.md). Then only the tile's own
+    // 16 lanes for every kernel (12 unused by a 2-token tile), a profile of the compute at n = 64
+    // on Zen 3 had 24% of its samples in the gate/up pass outside the tiles, 8.8% with the
+    // tile's own lanes (docs/benchmarks/executor_zen3.md). Then only the tile's own
     // values are stored.
     constexpr int group = tile_tokens_of(Kernel{});
     constexpr int lanes = pair_rows * group, padded_lanes = lanes <= 8 ? (lanes + 3) / 4 * 4 : 16;
