@@ -21,7 +21,8 @@
 //    of a pass that only reads (one token);
 //  - compute/fma_peak_one_core: one core's 256-bit FMAs alone, the ceiling the tile and item
 //    rates read against.
-// The context names the CPU model and the kernels the build takes on it.
+// The context names the CPU model, its family and model numbers, its vector-ISA flags and the
+// kernels the build takes on it.
 // The weights of three layers (3.4 GiB) are allocated and each iteration takes the next
 // layer and a fresh plan, so no expert is still cached from the previous iteration (except in
 // executor/qwen3-compute, which keeps them cached on purpose).
@@ -171,13 +172,31 @@ void run_plans(benchmark::State& state, int n, std::vector<mr::routing_plan> pla
       setup.source);
 }
 
-/// The CPU model, as /proc/cpuinfo names it.
-std::string cpu_model() {
+/// The value of the first /proc/cpuinfo line whose field is `field` ("model name", "flags"),
+/// or "unknown" where there is none (another OS, a field the kernel does not report).
+std::string cpuinfo_field(const std::string& field) {
   std::ifstream info("/proc/cpuinfo");
   for (std::string line; std::getline(info, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || line.rfind(field, 0) != 0) continue;
+    const auto name_end = line.find_last_not_of(" \t", colon - 1);
+    if (name_end + 1 != field.size()) continue;  // "model" must not match "model name"
+    return colon + 2 <= line.size() ? line.substr(colon + 2) : std::string{};
   }
   return "unknown";
+}
+
+/// The vector-ISA flags among /proc/cpuinfo's that decide which kernels run, in a fixed order:
+/// enough to tell the CPU kinds this project runs on apart where the model name does not
+/// ("AMD EPYC" is all a Zen 3 and a Zen 5 guest report).
+std::string vector_isa_flags() {
+  std::string flags = " " + cpuinfo_field("flags") + " ", found;
+  for (const char* flag :
+       {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16"}) {
+    if (flags.find(" " + std::string(flag) + " ") == std::string::npos) continue;
+    found += (found.empty() ? "" : " ") + std::string(flag);
+  }
+  return found.empty() ? "none of avx2, avx512f, amx" : found;
 }
 
 /// A gate/up work item's shape at Qwen3-30B-A3B's d: 16 gate and 16 up rows of 2048 bfloat16
@@ -320,7 +339,10 @@ void l2_read_one_core(benchmark::State& state) {
 }
 
 const bool registered = [] {
-  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::AddCustomContext("cpu_model", cpuinfo_field("model name"));
+  benchmark::AddCustomContext("cpu_family_model",
+                              "family " + cpuinfo_field("cpu family") + ", model " + cpuinfo_field("model"));
+  benchmark::AddCustomContext("cpu_flags", vector_isa_flags());
   benchmark::AddCustomContext("kernels", mr::cpu::kernel_report());
   benchmark::RegisterBenchmark("bandwidth/read", bandwidth_read)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("bandwidth/l2_read_one_core", l2_read_one_core);

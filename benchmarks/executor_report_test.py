@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Checks executor_report.py's one-section-per-CPU-kind executor.md: which kind a run is, that
+a run replaces only its own kind's section, and that the committed docs/benchmarks/executor.md
+parses into the sections it shows (so the next run keeps them). Standard library only (any
+python3); run by ctest as benchmark.executor_report."""
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+spec = importlib.util.spec_from_file_location("executor_report", os.path.join(here, "executor_report.py"))
+report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(report)
+
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+
+
+def run_json(path, kernels, model="AMD EPYC", family="family 25, model 1", layer_ms=3.0):
+    """A minimal Google Benchmark JSON of the executor suite: the read reference and one layer."""
+    context = {"date": "2026-11-27T00:00:00+00:00", "num_cpus": 2, "cpu_model": model,
+               "cpu_family_model": family, "cpu_flags": "avx2 fma f16c", "kernels": kernels}
+    benchmarks = [
+        {"name": "bandwidth/read/real_time", "run_name": "bandwidth/read/real_time", "run_type": "iteration",
+         "real_time": 70.0, "bytes_per_second": 30e9, "working_set_MiB": 2048.0},
+        {"name": "executor/qwen3/n:1/real_time", "run_name": "executor/qwen3/n:1/real_time", "run_type": "iteration",
+         "real_time": layer_ms, "active": 8.0, "weight_bytes_per_second": 24e9, "fraction_of_read": 0.9},
+    ]
+    json.dump({"context": context, "benchmarks": benchmarks}, open(path, "w"))
+
+
+# Which kind: the model and the first kernel kernel_report() names, in both of its forms.
+key, title = report.cpu_kind({"cpu_model": "AMD EPYC", "cpu_family_model": "family 25, model 1",
+                              "kernels": "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise; x"})
+check(key == "AMD EPYC / avx2_bf16", f"kind of an AVX2 run: {key!r}")
+check("family 25, model 1" in title and "`avx2_bf16`" in title, f"title of an AVX2 run: {title!r}")
+key, _ = report.cpu_kind({"cpu_model": "X", "kernels": "cpu: portable; executor: portable for every weight type; x"})
+check(key == "X / portable", f"kind of a portable run: {key!r}")
+
+with tempfile.TemporaryDirectory() as out:
+    target = os.path.join(out, "executor.md")
+    run_json(os.path.join(out, "zen3.json"), "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise")
+    run_json(os.path.join(out, "xeon.json"), "cpu: amx; executor: amx for bfloat16 weights, avx512 otherwise",
+             model="Intel(R) Xeon(R) Processor", family="family 6, model 143")
+
+    def generate(name):
+        key, section = report.kind_section(os.path.join(out, name), out, "m", "c", "abc1234")
+        existing = open(target).read() if os.path.exists(target) else ""
+        open(target, "w").write(report.merged(existing, key, section))
+        return open(target).read()
+
+    first = generate("zen3.json")
+    check([k for k, _ in report.sections_of(first)] == ["AMD EPYC / avx2_bf16"], "a first run: one section")
+    check(first.startswith(report.TITLE), "the file starts with its title")
+    check("| 1 | 8.0 | 3.00 | 24.0 GB/s | 80% | 90% |" in first, "the layer row: 24 GB/s over a 30 GB/s read is 80%")
+    both = generate("xeon.json")
+    check([k for k, _ in report.sections_of(both)] == ["AMD EPYC / avx2_bf16", "Intel(R) Xeon(R) Processor / amx"],
+          "another kind's run is added after the first")
+    run_json(os.path.join(out, "zen3.json"), "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise",
+             layer_ms=4.0)
+    again = generate("zen3.json")
+    check([k for k, _ in report.sections_of(again)] == ["AMD EPYC / avx2_bf16", "Intel(R) Xeon(R) Processor / amx"],
+          "a rerun keeps one section per kind, in their order")
+    sections = dict(report.sections_of(again))
+    check("| 4.00 |" in sections["AMD EPYC / avx2_bf16"] and "| 3.00 |" not in sections["AMD EPYC / avx2_bf16"],
+          "a rerun replaces its own kind's figures")
+    check(sections["Intel(R) Xeon(R) Processor / amx"] == dict(report.sections_of(both))["Intel(R) Xeon(R) Processor / amx"],
+          "a rerun leaves the other kind's section as it was")
+    check(again.count(report.TITLE) == 1, "the title once")
+
+committed = open(os.path.join(here, "..", "docs", "benchmarks", "executor.md")).read()
+kinds = [k for k, _ in report.sections_of(committed)]
+check(kinds[:2] == ["Intel(R) Xeon(R) Processor / amx", "AMD EPYC / avx512_bf16"] and "AMD EPYC / avx2_bf16" in kinds,
+      f"docs/benchmarks/executor.md's sections: {kinds}")
+check(committed.count("## ") - committed.count("### ") == len(kinds),
+      "docs/benchmarks/executor.md: one level-2 heading per CPU kind section")
+
+for failure in failures:
+    print("FAILED:", failure)
+print(f"executor_report_test: {'FAILED' if failures else 'passed'} ({len(failures)} failures)")
+sys.exit(1 if failures else 0)
