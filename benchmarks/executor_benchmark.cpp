@@ -181,16 +181,21 @@ std::string cpuinfo_field(const std::string& field) {
     if (colon == std::string::npos || line.rfind(field, 0) != 0) continue;
     const auto name_end = line.find_last_not_of(" \t", colon - 1);
     if (name_end + 1 != field.size()) continue;  // "model" must not match "model name"
-    return colon + 2 <= line.size() ? line.substr(colon + 2) : std::string{};
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : std::string{};
+    return value.empty() ? "unknown" : value;
   }
   return "unknown";
 }
 
-/// The vector-ISA flags among /proc/cpuinfo's that decide which kernels run, in a fixed order:
-/// enough to tell the CPU kinds this project runs on apart where the model name does not
-/// ("AMD EPYC" is all a Zen 3 and a Zen 5 guest report).
+/// The vector-ISA flags among /proc/cpuinfo's that decide which kernels run, in a fixed order
+/// ("unknown" without /proc/cpuinfo): with the family number, what tells the CPU kinds this
+/// project runs on apart where the model name does not ("AMD EPYC" is all a Zen 3 and a Zen 5
+/// guest report).
 std::string vector_isa_flags() {
-  std::string flags = " " + cpuinfo_field("flags") + " ", found;
+  const std::string listed = cpuinfo_field("flags");
+  if (listed == "unknown") return listed;
+  const std::string flags = " " + listed + " ";
+  std::string found;
   for (const char* flag :
        {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16"}) {
     if (flags.find(" " + std::string(flag) + " ") == std::string::npos) continue;

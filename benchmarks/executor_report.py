@@ -104,33 +104,50 @@ PREAMBLE = [
 
 
 def cpu_kind(context):
-    """(key, title) of the run's CPU kind: the model /proc/cpuinfo names and the kernel the
-    executor takes for bfloat16 weights (the first one `kernel_report()` names)."""
+    """(key, title) of the run's CPU kind: the model /proc/cpuinfo names, its family number
+    where the run recorded it (a Zen 3 and a Zen 5 guest both call themselves "AMD EPYC"; Zen 4
+    shares Zen 3's family but not its kernel), and the kernel the executor takes for bfloat16
+    weights (the first one `kernel_report()` names)."""
     model = context.get("cpu_model", "unknown CPU")
     found = re.search(r"executor: (\w+)", context.get("kernels", ""))
     kernel = found.group(1) if found else "unknown kernel"
-    family = context.get("cpu_family_model")
-    return f"{model} / {kernel}", f"{model}{f' ({family})' if family else ''}: `{kernel}` for bfloat16 weights"
+    family_model = context.get("cpu_family_model", "")
+    family = re.match(r"family (\d+)", family_model)
+    key = f"{model}, family {family.group(1)} / {kernel}" if family else f"{model} / {kernel}"
+    return key, f"{model}{f' ({family_model})' if family_model else ''}: `{kernel}` for bfloat16 weights"
 
 
 def section_markers(key):
     return f"<!-- cpu kind: {key} -->", f"<!-- end of cpu kind: {key} -->"
 
 
+SECTION = re.compile(r"<!-- cpu kind: ([^\n]+?) -->\n.*?<!-- end of cpu kind: \1 -->[ \t]*(?:\n|\Z)", re.DOTALL)
+
+
 def sections_of(text):
     """[(key, text with its markers)] of the CPU-kind sections in an executor.md, in order."""
-    pattern = re.compile(r"<!-- cpu kind: (.+?) -->\n.*?<!-- end of cpu kind: \1 -->\n", re.DOTALL)
-    return [(m.group(1), m.group(0)) for m in pattern.finditer(text)]
+    return [(m.group(1), m.group(0)) for m in SECTION.finditer(text)]
 
 
-def merged(existing_text, key, section):
-    """The file with `section` in place of the old section of the same key, or after the others."""
-    sections = sections_of(existing_text)
-    if any(k == key for k, _ in sections):
-        sections = [(k, section if k == key else text) for k, text in sections]
-    else:
-        sections.append((key, section))
-    return "\n".join(PREAMBLE) + "\n" + "\n".join(text for _, text in sections)
+def merged(existing_text, key, section, name="executor.md"):
+    """The file with `section` in place of the old section of the same key, or after the others.
+    Everything outside that section is kept as it was (notes between sections too). An empty
+    file gets the preamble first; so does a file of the format before sections (one machine,
+    no markers), which is replaced whole: it was one run's report. A file whose markers do not
+    pair up is refused, not rewritten, so a mistyped marker never costs a section."""
+    if not existing_text.strip() or (existing_text.startswith(TITLE) and "<!-- cpu kind: " not in existing_text):
+        return "\n".join(PREAMBLE) + "\n" + section
+    found = list(SECTION.finditer(existing_text))
+    starts = existing_text.count("<!-- cpu kind: ")
+    keys = [m.group(1) for m in found]
+    if len(found) != starts or len(set(keys)) != len(keys):
+        sys.exit(f"executor_report.py: {name} has {starts} section start markers, {len(found)} complete sections and "
+                 f"keys {keys}; each '<!-- cpu kind: K -->' needs its '<!-- end of cpu kind: K -->' and a key of its own. "
+                 "Fix the markers by hand; nothing was written.")
+    for m in found:
+        if m.group(1) == key:
+            return existing_text[:m.start()] + section + existing_text[m.end():]
+    return existing_text.rstrip("\n") + "\n\n" + section
 
 
 def kind_section(path, out, machine, compiler, commit):
@@ -170,9 +187,15 @@ def kind_section(path, out, machine, compiler, commit):
         lines += ["", "### Latency against the number of active experts (n = 16)", "",
                   "| active experts | ms per layer |", "|---|---|"]
         lines += [f"| {a:.0f} | {t:.2f} |" for a, t in points]
+        slope_gbs = EXPERT_MIB * 2**20 / (slope / 1e3) / 1e9
+        meaning = (f"One expert's weights are {EXPERT_MIB:.1f} MiB, so the slope corresponds to {slope_gbs:.1f} GB/s."
+                   if r2 >= 0.99 and slope_gbs <= bandwidth / 1e9 else
+                   "The slope is not read as a bandwidth here: with R² under 0.99 or a slope faster than the read, the "
+                   "layer's time follows more than |active|: on a CPU that runs out of multiply-adds first, also how fast "
+                   "its 128 (token, expert) pairs compute, which depends on how many tokens share an expert (16 on "
+                   "each of 8 at one end of the sweep, 1 on each of 128 at the other).")
         lines += ["", f"Least-squares fit: **{slope:.3f} ms per active expert + {intercept:.2f} ms, R² = {r2:.4f}** "
-                  f"(the OEA paper measured R² = 0.99 on an H100). One expert's weights are {EXPERT_MIB:.1f} MiB, so the "
-                  f"slope corresponds to {EXPERT_MIB * 2**20 / (slope / 1e3) / 1e9:.1f} GB/s.", "",
+                  f"(the OEA paper measured R² = 0.99 on an H100). {meaning}", "",
                   f"![latency against active experts]({svg})"]
         line_chart(os.path.join(out, svg), f"MoE layer latency against active experts (n = 16), {title.replace('`', '')}",
                    "active experts", "ms per layer", {"measured (median)": points}, line=(slope, intercept),
@@ -187,8 +210,9 @@ def main():
     path, out, machine, compiler, commit = sys.argv[1:6]
     key, section = kind_section(path, out, machine, compiler, commit)
     target = os.path.join(out, "executor.md")
-    existing = open(target).read() if os.path.exists(target) else ""
-    open(target, "w").write(merged(existing, key, section))
+    existing = open(target, encoding="utf-8").read() if os.path.exists(target) else ""
+    text = merged(existing, key, section, target)
+    open(target, "w", encoding="utf-8").write(text)
 
 
 if __name__ == "__main__":

@@ -39,10 +39,13 @@ def run_json(path, kernels, model="AMD EPYC", family="family 25, model 1", layer
 # Which kind: the model and the first kernel kernel_report() names, in both of its forms.
 key, title = report.cpu_kind({"cpu_model": "AMD EPYC", "cpu_family_model": "family 25, model 1",
                               "kernels": "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise; x"})
-check(key == "AMD EPYC / avx2_bf16", f"kind of an AVX2 run: {key!r}")
+check(key == "AMD EPYC, family 25 / avx2_bf16", f"kind of an AVX2 run: {key!r}")
 check("family 25, model 1" in title and "`avx2_bf16`" in title, f"title of an AVX2 run: {title!r}")
 key, _ = report.cpu_kind({"cpu_model": "X", "kernels": "cpu: portable; executor: portable for every weight type; x"})
-check(key == "X / portable", f"kind of a portable run: {key!r}")
+check(key == "X / portable", f"kind of a portable run without a family: {key!r}")
+key, _ = report.cpu_kind({"cpu_model": "AMD EPYC", "cpu_family_model": "family 26, model 2",
+                          "kernels": "cpu: avx512_bf16; executor: avx512_bf16 for bfloat16 weights, avx512 otherwise"})
+check(key == "AMD EPYC, family 26 / avx512_bf16", f"kind of a Zen 5 run: {key!r}")
 
 with tempfile.TemporaryDirectory() as out:
     target = os.path.join(out, "executor.md")
@@ -52,35 +55,61 @@ with tempfile.TemporaryDirectory() as out:
 
     def generate(name):
         key, section = report.kind_section(os.path.join(out, name), out, "m", "c", "abc1234")
-        existing = open(target).read() if os.path.exists(target) else ""
-        open(target, "w").write(report.merged(existing, key, section))
-        return open(target).read()
+        existing = open(target, encoding="utf-8").read() if os.path.exists(target) else ""
+        text = report.merged(existing, key, section)  # before opening for writing, as main() does
+        open(target, "w", encoding="utf-8").write(text)
+        return text
 
     first = generate("zen3.json")
-    check([k for k, _ in report.sections_of(first)] == ["AMD EPYC / avx2_bf16"], "a first run: one section")
+    check([k for k, _ in report.sections_of(first)] == ["AMD EPYC, family 25 / avx2_bf16"], "a first run: one section")
     check(first.startswith(report.TITLE), "the file starts with its title")
     check("| 1 | 8.0 | 3.00 | 24.0 GB/s | 80% | 90% |" in first, "the layer row: 24 GB/s over a 30 GB/s read is 80%")
     both = generate("xeon.json")
-    check([k for k, _ in report.sections_of(both)] == ["AMD EPYC / avx2_bf16", "Intel(R) Xeon(R) Processor / amx"],
+    check([k for k, _ in report.sections_of(both)] == ["AMD EPYC, family 25 / avx2_bf16", "Intel(R) Xeon(R) Processor, family 6 / amx"],
           "another kind's run is added after the first")
     run_json(os.path.join(out, "zen3.json"), "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise",
              layer_ms=4.0)
     again = generate("zen3.json")
-    check([k for k, _ in report.sections_of(again)] == ["AMD EPYC / avx2_bf16", "Intel(R) Xeon(R) Processor / amx"],
+    check([k for k, _ in report.sections_of(again)] == ["AMD EPYC, family 25 / avx2_bf16", "Intel(R) Xeon(R) Processor, family 6 / amx"],
           "a rerun keeps one section per kind, in their order")
     sections = dict(report.sections_of(again))
-    check("| 4.00 |" in sections["AMD EPYC / avx2_bf16"] and "| 3.00 |" not in sections["AMD EPYC / avx2_bf16"],
+    check("| 4.00 |" in sections["AMD EPYC, family 25 / avx2_bf16"] and "| 3.00 |" not in sections["AMD EPYC, family 25 / avx2_bf16"],
           "a rerun replaces its own kind's figures")
-    check(sections["Intel(R) Xeon(R) Processor / amx"] == dict(report.sections_of(both))["Intel(R) Xeon(R) Processor / amx"],
+    check(sections["Intel(R) Xeon(R) Processor, family 6 / amx"] == dict(report.sections_of(both))["Intel(R) Xeon(R) Processor, family 6 / amx"],
           "a rerun leaves the other kind's section as it was")
     check(again.count(report.TITLE) == 1, "the title once")
 
-committed = open(os.path.join(here, "..", "docs", "benchmarks", "executor.md")).read()
+    # Text outside the sections (a note between them) is kept, and so is a last section without
+    # a final newline.
+    zen3, xeon = "AMD EPYC, family 25 / avx2_bf16", "Intel(R) Xeon(R) Processor, family 6 / amx"
+    noted = again.replace(sections[xeon], "A note by hand.\n\n" + sections[xeon]).rstrip("\n")
+    open(target, "w", encoding="utf-8").write(noted)
+    kept = generate("zen3.json")
+    check("A note by hand." in kept and [k for k, _ in report.sections_of(kept)] == [zen3, xeon],
+          "a note between sections and an unterminated last section survive a rerun")
+    # Markers that do not pair up: refused, the file left alone.
+    broken = kept.replace(report.section_markers(xeon)[1], "<!-- end of cpu kind: something else -->")
+    open(target, "w", encoding="utf-8").write(broken)
+    try:
+        generate("zen3.json")
+        check(False, "a file with an unpaired marker is refused")
+    except SystemExit as refusal:
+        check("start markers" in str(refusal), f"the refusal says why: {refusal}")
+    check(open(target, encoding="utf-8").read() == broken, "a refused file is left as it was")
+    # The format before sections (one machine's report, no markers) is replaced whole.
+    open(target, "w", encoding="utf-8").write(report.TITLE + "\n\n- **Machine**: of the format before sections\n")
+    fresh = generate("xeon.json")
+    check("format before sections" not in fresh and [k for k, _ in report.sections_of(fresh)] == [xeon], "an old-format report is replaced")
+
+committed = open(os.path.join(here, "..", "docs", "benchmarks", "executor.md"), encoding="utf-8").read()
 kinds = [k for k, _ in report.sections_of(committed)]
-check(kinds[:2] == ["Intel(R) Xeon(R) Processor / amx", "AMD EPYC / avx512_bf16"] and "AMD EPYC / avx2_bf16" in kinds,
-      f"docs/benchmarks/executor.md's sections: {kinds}")
+check(kinds[:2] == ["Intel(R) Xeon(R) Processor, family 6 / amx", "AMD EPYC, family 26 / avx512_bf16"]
+      and "AMD EPYC, family 25 / avx2_bf16" in kinds, f"docs/benchmarks/executor.md's sections: {kinds}")
 check(committed.count("## ") - committed.count("### ") == len(kinds),
       "docs/benchmarks/executor.md: one level-2 heading per CPU kind section")
+# A rerun of any kind there, with the same figures, leaves the file exactly as it is.
+check(all(report.merged(committed, k, text) == committed for k, text in report.sections_of(committed)),
+      "docs/benchmarks/executor.md comes back unchanged when each section is replaced by itself")
 
 for failure in failures:
     print("FAILED:", failure)
