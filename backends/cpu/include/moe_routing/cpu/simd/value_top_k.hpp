@@ -25,7 +25,9 @@
 /// count > 16, the block scan does the work: once k keys are held, one compare per 16
 /// experts against the k-th key's order, inserting only the lanes that beat it (a later
 /// expert beats the k-th key exactly when its order is strictly larger, as equal orders
-/// tie to the lower, earlier index). Other CPUs insert expert by expert (`top_k_by_insertion`).
+/// tie to the lower, earlier index). CPUs with AVX2 but no AVX-512 take steps 1 to 3 with 8
+/// lanes to a register (`value_top_k_avx2.hpp`) for count <= 16 and insert expert by expert
+/// otherwise; other CPUs always insert (`top_k_by_insertion`).
 /// Every path gives the keys of `make_rank_key`, bit for bit.
 ///
 /// The top-k entry points, from the building block up (every one writes rank keys in
@@ -48,15 +50,14 @@
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
+#include "moe_routing/cpu/simd/candidate_list.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
+#include "moe_routing/cpu/simd/value_top_k_avx2.hpp"
 
 MOE_ROUTING_AVX512_WARNINGS_OFF
 
 namespace moe_routing::cpu {
-
-/// Above every key (+inf's keys, the largest, have order 0xff800000).
-inline constexpr rank_key no_key_limit = ~rank_key{0};
 
 #if MOE_ROUTING_X86_KERNELS
 namespace detail {
@@ -204,18 +205,6 @@ MOE_ROUTING_TARGET_AVX512 inline __mmask16 below_lanes(__mmask16 lanes, __m512i 
          (_mm512_mask_cmpeq_epu32_mask(lanes, order, below_order) & _mm512_cmplt_epu32_mask(low, below_low));
 }
 
-/// The candidates whose keys are below `below`, inserted one by one: the exact path where
-/// the branch-free ranking cannot run (tied float keys, count > 16 over a long list).
-MOE_ROUTING_TARGET_AVX512 inline int insert_below(const std::uint32_t* orders, const std::uint32_t* ids, int found,
-                                                  int count, rank_key below, rank_key* top_keys) noexcept {
-  int filled = 0;
-  for (int c = 0; c < found; ++c) {
-    const rank_key key = order_rank_key(orders[c], static_cast<int>(ids[c]));
-    if (key < below) insert_ranked(top_keys, filled, count, key);
-  }
-  return filled;
-}
-
 /// Step 3 of the file comment for the `found <= 16 * Vectors` candidates whose keys are
 /// below `below`, on their short keys (0 for the others). Returns how many it placed, or
 /// -1, having written nothing, when float keys tie.
@@ -360,13 +349,16 @@ MOE_ROUTING_TARGET_AVX512 int top_k_of_values_avx512(const Element* row, int exp
 /// are below `below`: refine's search of a small S that every token of the batch shares,
 /// past the token's own top-k. Reads only the listed scores, then ranks them without
 /// data-dependent branches on CPUs with AVX-512: all of them when at most `rank_candidates`,
-/// else those at or above the bound of step 1 taken over the list (count <= 16).
+/// else those at or above the bound of step 1 taken over the list (count <= 16); on CPUs
+/// with AVX2 but no AVX-512, all of them when at most `detail::avx2_rank_candidates`.
 template <score_element Element>
 inline int top_k_of_listed(const Element* row, const std::int32_t* listed, int listed_count, int count,
                            rank_key* top_keys, rank_key below = no_key_limit) noexcept {
 #if MOE_ROUTING_X86_KERNELS
   if (cpu_runs(isa_level::avx512))
     return detail::top_k_of_listed_avx512(row, listed, listed_count, count, top_keys, below);
+  if (listed_count <= detail::avx2_rank_candidates && cpu_runs(isa_level::avx2))
+    return detail::top_k_of_listed_avx2(row, listed, listed_count, count, top_keys, below);
 #endif
   int filled = 0;
   for (int j = 0; j < listed_count; ++j) {
@@ -384,6 +376,10 @@ inline int top_k_of_values(const Element* row, int experts, int count, rank_key*
                            const expert_set* allowed = nullptr) noexcept {
 #if MOE_ROUTING_X86_KERNELS
   if (cpu_runs(isa_level::avx512)) return detail::top_k_of_values_avx512(row, experts, count, top_keys, allowed);
+  if (count <= detail::avx2_max_count && cpu_runs(isa_level::avx2)) {
+    const int kept = detail::top_k_by_bound_avx2(row, experts, count, top_keys, allowed);
+    if (kept >= 0) return kept;
+  }
 #endif
   if (allowed == nullptr) {
     top_k_of_values_by_insertion(row, experts, count, top_keys);
