@@ -1,7 +1,9 @@
 // top_k_of_values and top_k_of_listed (the CPU's row top-k by value, optionally within an
 // expert subset)
-// against a plain sort of (value, index) pairs written here. Built twice: the portable
-// suite checks the expert-by-expert path, the native suite the AVX-512 one.
+// against a plain sort of (value, index) pairs written here. Run once per path the CPU has:
+// CTest's isa.portable, isa.avx2 and isa.avx512 runs cap the run-time choice
+// (MOE_ROUTING_CPU_ISA), so the expert-by-expert, AVX2 and AVX-512 paths are each checked;
+// the native suite runs the best one inlined into -march=native code.
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,8 @@
 /// AVX2) share about a candidate list, a row's experts as two arrays of rank orders and ids:
 /// the key limit that admits every key, and the exact one-by-one path those paths fall back
 /// on where their branch-free ranking cannot run (tied float keys; on AVX-512 also a count
-/// over 16 with more than 32 experts listed).
+/// over 16 with more than 32 experts listed, or more than 32 listed experts at or above the
+/// bound).
 
 #include <cstdint>
 

@@ -22,12 +22,13 @@
 ///    equal float logits).
 /// A subset of at most `rank_candidates` experts skips step 1: all of it is candidates.
 /// Where more than `rank_candidates` experts reach T (mass ties, a sparse subset), and for
-/// count > 16, the block scan does the work: once k keys are held, one compare per 16
+/// count > 16, the AVX-512 block scan does the work: once k keys are held, one compare per 16
 /// experts against the k-th key's order, inserting only the lanes that beat it (a later
 /// expert beats the k-th key exactly when its order is strictly larger, as equal orders
 /// tie to the lower, earlier index). CPUs with AVX2 but no AVX-512 take steps 1 to 3 with 8
-/// lanes to a register (`value_top_k_avx2.hpp`) for count <= 16 and insert expert by expert
-/// otherwise; other CPUs always insert (`top_k_by_insertion`).
+/// lanes to a register (`value_top_k_avx2.hpp`) for count <= 16, and insert expert by expert
+/// for count > 16 or where more than 32 experts reach T; other CPUs always insert
+/// (`top_k_by_insertion`).
 /// Every path gives the keys of `make_rank_key`, bit for bit.
 ///
 /// The top-k entry points, from the building block up (every one writes rank keys in
@@ -38,7 +39,8 @@
 /// - here, the CPU's: `top_k_of_values` (a row by its values, optionally among a subset S;
 ///   the public entry) and `top_k_of_listed` (a row's listed experts), which choose among
 ///   `top_k_by_bound` (the branch-free selection) and `top_k_by_block_scan` (one compare per
-///   16 experts), falling back to the core's insertion.
+///   16 experts) on AVX-512, `top_k_by_bound_avx2` and `top_k_of_listed_avx2` on AVX2,
+///   falling back to the core's insertion.
 
 #include <algorithm>
 #include <bit>

@@ -128,8 +128,8 @@ MOE_ROUTING_TARGET_AVX2 std::uint32_t order_bound_avx2(const Element* row, int e
   __m256i lane_max[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   for (int e = 0; e < experts; e += avx2_lanes) {
     const unsigned lanes = avx2_block_lanes(e, experts, allowed);
-    __m256i& max = lane_max[(e / avx2_lanes) & 1];
-    max = _mm256_max_epu32(max, block_orders_avx2(row, e, experts, lanes));
+    __m256i& lane_maximum = lane_max[(e / avx2_lanes) & 1];
+    lane_maximum = _mm256_max_epu32(lane_maximum, block_orders_avx2(row, e, experts, lanes));
   }
   alignas(32) std::uint32_t maxima[2 * avx2_lanes];
   _mm256_store_si256(reinterpret_cast<__m256i*>(maxima), lane_max[0]);
