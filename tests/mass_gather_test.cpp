@@ -2,8 +2,10 @@
 // mass, ascending) against a loop over every expert written here, at expert counts that end
 // inside a 64-expert word after the first (65, 100, 1000) as well as on word boundaries.
 // CTest also runs it with the kernels capped (`isa.*`), so the portable gather is checked on
-// a machine whose default is the AVX-512 one.
+// a machine whose default is the AVX-512 one. The ranking itself (the heaviest first) is
+// checked against a sort written here, on every path the same way.
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -39,6 +41,38 @@ TEST_CASE("mass gather equals a loop over every expert, whole and partial 64-exp
       const int count = mr::cpu::detail::gather_unselected_positive(mass, selected, order.data());
       order.resize(static_cast<std::size_t>(count));
       CHECK(order == naive_gather(mass, selected));
+    }
+  }
+}
+
+TEST_CASE("mass ranking puts the heaviest first, ties to the lower expert, against a sort written here") {
+  // Pools of up to 32 experts (ranked at once), of 33 to 256 (picked one maximum at a time)
+  // and beyond (sorted); masses with many ties, and some too large to pack (sorted).
+  std::mt19937 random(65);
+  for (const int experts : {1, 5, 31, 32, 33, 64, 100, 256, 300, 1024}) {
+    CAPTURE(experts);
+    for (int trial = 0; trial < 40; ++trial) {
+      const bool huge = trial % 10 == 9;
+      std::vector<std::int64_t> mass(static_cast<std::size_t>(experts));
+      std::uniform_int_distribution<int> kind(0, 5);
+      const std::int64_t scale = huge ? std::int64_t{1} << 58 : 1;
+      for (auto& m : mass) m = kind(random) == 0 ? 0 : kind(random) == 1 ? -3 : scale * (1 + kind(random) % 4);
+      mr::expert_set selected;
+      std::uniform_int_distribution<int> expert(0, experts - 1);
+      for (int i = 0; i < experts / 4; ++i) selected.insert(expert(random));
+      std::vector<std::int32_t> want = naive_gather(mass, selected);
+      std::stable_sort(want.begin(), want.end(), [&](std::int32_t a, std::int32_t b) {
+        return mass[static_cast<std::size_t>(a)] > mass[static_cast<std::size_t>(b)];
+      });
+      const int needed = std::uniform_int_distribution<int>(0, 20)(random);
+      CAPTURE(needed);
+      std::vector<std::int32_t> order(static_cast<std::size_t>(experts), -1);
+      const int count = mr::cpu::detail::rank_unselected_by_mass(mass, selected, order.data(), needed);
+      REQUIRE(count == static_cast<int>(want.size()));
+      for (int j = 0; j < std::min(needed, count); ++j) {
+        CAPTURE(j);
+        CHECK(order[static_cast<std::size_t>(j)] == want[static_cast<std::size_t>(j)]);
+      }
     }
   }
 }

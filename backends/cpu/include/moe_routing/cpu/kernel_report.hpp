@@ -16,7 +16,7 @@ namespace moe_routing::cpu {
 /// The kernels calls take here, e.g. "cpu: avx512_bf16; executor: avx512_bf16 for bfloat16
 /// weights with bfloat16 activations, avx512 otherwise; routing top-k and mass ranking:
 /// avx512", or on an AVX2 CPU "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2
-/// otherwise; routing top-k: avx2, mass ranking: portable", or where one kernel
+/// otherwise; routing top-k and mass ranking: avx2", or where one kernel
 /// takes every weight type "executor: portable for every weight type".
 inline std::string kernel_report() {
   const isa_level bf16 = best_projection_level(), other = projection_level(isa_level::amx, false);
@@ -32,10 +32,9 @@ inline std::string kernel_report() {
           ? bf16_kernel + " for every weight type"
           : bf16_kernel + " for bfloat16 weights" + (rounds_activations ? " with bfloat16 activations" : "") +
                 (bf16 == isa_level::amx ? " (d in whole tiles)" : "") + ", " + float_kernel + " otherwise";
-  const char* routing = cpu_runs(isa_level::avx512) ? "routing top-k and mass ranking: avx512"
-                        : cpu_runs(isa_level::avx2) ? "routing top-k: avx2, mass ranking: portable"
-                                                    : "routing top-k and mass ranking: portable";
-  return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor + "; " + routing;
+  const char* routing = cpu_runs(isa_level::avx512) ? "avx512" : cpu_runs(isa_level::avx2) ? "avx2" : "portable";
+  return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor +
+         "; routing top-k and mass ranking: " + routing;
 }
 
 }  // namespace moe_routing::cpu

@@ -3,7 +3,10 @@
 /// The CPU's ranking of experts by column mass for the greedy stages (`greedy_mass`,
 /// `ep_fill`): the experts outside S with positive mass, heaviest first
 /// (`heavier_expert`), gathered 64 at a time and, for the few places decode asks for,
-/// picked by vectorised maxima instead of a comparison sort.
+/// picked by vectorised maxima instead of a comparison sort. Each vector step has an AVX-512
+/// form and an AVX2 one (4 keys of 64 bits to a register; AVX2 compares 64-bit integers
+/// signed only, so unsigned keys are compared with their top bits flipped), chosen at run
+/// time (`cpu_features.hpp`).
 
 #include <algorithm>
 #include <bit>
@@ -53,6 +56,25 @@ MOE_ROUTING_TARGET_AVX512 inline int gather_unselected_positive_avx512(const std
   }
   return count;
 }
+
+/// `positive_bits` on AVX2.
+MOE_ROUTING_TARGET_AVX2 inline std::uint64_t positive_bits_avx2(const std::int64_t* values, int width) noexcept {
+  std::uint64_t bits = 0;
+  int q = 0;
+  for (; q + 4 <= width; q += 4) {
+    const __m256i positive =
+        _mm256_cmpgt_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + q)), _mm256_setzero_si256());
+    bits |= static_cast<std::uint64_t>(_mm256_movemask_pd(_mm256_castsi256_pd(positive))) << q;
+  }
+  for (; q < width; ++q) bits |= static_cast<std::uint64_t>(values[q] > 0) << q;
+  return bits;
+}
+
+/// `positive_words` on AVX2, every word in one call (one dispatch a gather, as on AVX-512).
+MOE_ROUTING_TARGET_AVX2 inline void positive_words_avx2(const std::int64_t* mass, int experts,
+                                                        std::uint64_t* words) noexcept {
+  for (int w = 0; w * 64 < experts; ++w) words[w] = positive_bits_avx2(mass + w * 64, std::min(64, experts - w * 64));
+}
 #endif
 
 /// Bit l set where values[l] > 0, for l < width <= 64.
@@ -71,11 +93,18 @@ inline int gather_unselected_positive(std::span<const std::int64_t> mass, const 
 #if MOE_ROUTING_X86_KERNELS
   if (cpu_runs(isa_level::avx512)) return gather_unselected_positive_avx512(mass.data(), experts, selected, order);
 #endif
-  int count = 0;
-  for (int base = 0; base < experts; base += 64) {
-    const std::uint64_t positive = positive_bits(mass.data() + base, std::min(64, experts - base));
-    count = append_experts(positive & ~selected.word(base / 64), base, order, count);
+  // Bit l of positive[w]: mass[64 w + l] > 0 (S holds at most max_experts, so mass no more).
+  std::uint64_t positive[max_experts / 64];
+#if MOE_ROUTING_X86_KERNELS
+  if (cpu_runs(isa_level::avx2)) {
+    positive_words_avx2(mass.data(), experts, positive);
+  } else
+#endif
+  {
+    for (int w = 0; w * 64 < experts; ++w) positive[w] = positive_bits(mass.data() + w * 64, std::min(64, experts - w * 64));
   }
+  int count = 0;
+  for (int w = 0; w * 64 < experts; ++w) count = append_experts(positive[w] & ~selected.word(w), w * 64, order, count);
   return count;
 }
 
@@ -115,11 +144,52 @@ MOE_ROUTING_TARGET_AVX512 inline void rank_packed_masses_avx512(const std::uint6
 }
 #endif
 
+#if MOE_ROUTING_X86_KERNELS
+/// 64-bit keys with the top bit flipped, so that signed compares order them as unsigned.
+MOE_ROUTING_TARGET_AVX2 inline __m256i flip_top_bits(__m256i keys) noexcept {
+  return _mm256_xor_si256(keys, _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull)));
+}
+
+/// `largest_below` on AVX2.
+MOE_ROUTING_TARGET_AVX2 inline std::uint64_t largest_below_avx2(const std::uint64_t* keys, int count,
+                                                                std::uint64_t limit) noexcept {
+  const __m256i bound = flip_top_bits(_mm256_set1_epi64x(static_cast<long long>(limit)));
+  __m256i best = flip_top_bits(_mm256_setzero_si256());
+  for (int i = 0; i < count; i += 4) {
+    const __m256i v = flip_top_bits(_mm256_load_si256(reinterpret_cast<const __m256i*>(keys + i)));
+    const __m256i better = _mm256_and_si256(_mm256_cmpgt_epi64(bound, v), _mm256_cmpgt_epi64(v, best));
+    best = _mm256_blendv_epi8(best, v, better);
+  }
+  alignas(32) std::uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), flip_top_bits(best));
+  return std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+}
+
+/// `rank_packed_masses` on AVX2 (count <= 32).
+MOE_ROUTING_TARGET_AVX2 inline void rank_packed_masses_avx2(const std::uint64_t* keys, int count,
+                                                            const std::int32_t* order, int needed,
+                                                            std::int32_t* picked) noexcept {
+  __m256i key_vectors[8];
+  for (int q = 0; q < 8; ++q) {
+    key_vectors[q] = flip_top_bits(q * 4 < count ? _mm256_load_si256(reinterpret_cast<const __m256i*>(keys + 4 * q))
+                                                 : _mm256_setzero_si256());
+  }
+  for (int i = 0; i < count; ++i) {
+    const __m256i key = flip_top_bits(_mm256_set1_epi64x(static_cast<long long>(keys[i])));
+    int rank = 0;
+    for (int q = 0; q < 8; ++q)
+      rank += std::popcount(static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(key_vectors[q], key)))));
+    picked[std::min(rank, needed)] = order[i];  // as on AVX-512
+  }
+}
+#endif
+
 /// The largest of `keys[0..count)` below `limit` (0 if none); `keys` is padded with zeros
 /// to a whole number of 8-key vectors.
 inline std::uint64_t largest_below(const std::uint64_t* keys, int count, std::uint64_t limit) noexcept {
 #if MOE_ROUTING_X86_KERNELS
   if (cpu_runs(isa_level::avx512)) return largest_below_avx512(keys, count, limit);
+  if (cpu_runs(isa_level::avx2)) return largest_below_avx2(keys, count, limit);
 #endif
   std::uint64_t best = 0;
   for (int i = 0; i < count; ++i) best = keys[i] < limit && keys[i] > best ? keys[i] : best;
@@ -128,13 +198,17 @@ inline std::uint64_t largest_below(const std::uint64_t* keys, int count, std::ui
 
 /// The experts of the `needed` largest distinct `keys` (count <= 32, zero-padded to whole
 /// vectors) into `picked` (room for needed + 1), each key's rank counted against all the
-/// others at once: no chain of maxima. Returns false where there is no AVX-512 or more
-/// than 32 keys.
+/// others at once: no chain of maxima. Returns false where there is neither AVX-512 nor AVX2,
+/// or more than 32 keys.
 inline bool rank_packed_masses(const std::uint64_t* keys, int count, const std::int32_t* order, int needed,
                                std::int32_t* picked) noexcept {
 #if MOE_ROUTING_X86_KERNELS
   if (count <= 32 && cpu_runs(isa_level::avx512)) {
     rank_packed_masses_avx512(keys, count, order, needed, picked);
+    return true;
+  }
+  if (count <= 32 && cpu_runs(isa_level::avx2)) {
+    rank_packed_masses_avx2(keys, count, order, needed, picked);
     return true;
   }
 #endif
