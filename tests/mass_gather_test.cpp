@@ -46,33 +46,46 @@ TEST_CASE("mass gather equals a loop over every expert, whole and partial 64-exp
 }
 
 TEST_CASE("mass ranking puts the heaviest first, ties to the lower expert, against a sort written here") {
-  // Pools of up to 32 experts (ranked at once), of 33 to 256 (picked one maximum at a time)
-  // and beyond (sorted); masses with many ties, and some too large to pack (sorted).
+  // Pools (experts outside S with positive mass) of up to 32 experts (ranked at once), of 33
+  // to 256 (picked one maximum at a time) and beyond (sorted), by the share of positive
+  // masses; masses with many ties, and some too large to pack (sorted), among them one just
+  // past the packing limit and 2^56 - 1 at the lowest position (a packed key of all ones
+  // once, which the first pick's limit left out).
   std::mt19937 random(65);
-  for (const int experts : {1, 5, 31, 32, 33, 64, 100, 256, 300, 1024}) {
+  int pools_by_path[3] = {};
+  for (const int experts : {1, 5, 31, 32, 33, 40, 64, 100, 256, 300, 600, 1024}) {
     CAPTURE(experts);
-    for (int trial = 0; trial < 40; ++trial) {
-      const bool huge = trial % 10 == 9;
+    for (int trial = 0; trial < 60; ++trial) {
+      const double positive_share = trial % 3 == 0 ? 0.05 : trial % 3 == 1 ? 0.4 : 0.9;
       std::vector<std::int64_t> mass(static_cast<std::size_t>(experts));
-      std::uniform_int_distribution<int> kind(0, 5);
-      const std::int64_t scale = huge ? std::int64_t{1} << 58 : 1;
-      for (auto& m : mass) m = kind(random) == 0 ? 0 : kind(random) == 1 ? -3 : scale * (1 + kind(random) % 4);
+      for (auto& m : mass) {
+        const bool positive = std::bernoulli_distribution(positive_share)(random);
+        m = positive ? 1 + std::uniform_int_distribution<int>(0, 3)(random) : -std::uniform_int_distribution<int>(0, 2)(random);
+      }
+      if (trial % 10 == 7) mass[0] = (std::int64_t{1} << 56) - 1;
+      if (trial % 10 == 8) mass[static_cast<std::size_t>(experts / 2)] = std::int64_t{1} << 55;
       mr::expert_set selected;
       std::uniform_int_distribution<int> expert(0, experts - 1);
-      for (int i = 0; i < experts / 4; ++i) selected.insert(expert(random));
+      for (int i = 0; i < experts / 8; ++i) selected.insert(expert(random));
       std::vector<std::int32_t> want = naive_gather(mass, selected);
       std::stable_sort(want.begin(), want.end(), [&](std::int32_t a, std::int32_t b) {
         return mass[static_cast<std::size_t>(a)] > mass[static_cast<std::size_t>(b)];
       });
-      const int needed = std::uniform_int_distribution<int>(0, 20)(random);
+      const int needed = std::uniform_int_distribution<int>(0, 17)(random);
       CAPTURE(needed);
+      const int pool = static_cast<int>(want.size());
+      ++pools_by_path[pool <= 32 ? 0 : pool <= 256 ? 1 : 2];
       std::vector<std::int32_t> order(static_cast<std::size_t>(experts), -1);
       const int count = mr::cpu::detail::rank_unselected_by_mass(mass, selected, order.data(), needed);
-      REQUIRE(count == static_cast<int>(want.size()));
+      REQUIRE(count == pool);
       for (int j = 0; j < std::min(needed, count); ++j) {
         CAPTURE(j);
         CHECK(order[static_cast<std::size_t>(j)] == want[static_cast<std::size_t>(j)]);
       }
     }
   }
+  // Every path had pools to rank.
+  CHECK(pools_by_path[0] > 50);
+  CHECK(pools_by_path[1] > 50);
+  CHECK(pools_by_path[2] > 50);
 }

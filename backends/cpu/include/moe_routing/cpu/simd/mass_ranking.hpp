@@ -247,8 +247,10 @@ inline int rank_unselected_by_mass(std::span<const std::int64_t> mass, const exp
       packed[i] = m << pick_position_bits | static_cast<std::uint64_t>(pick_by_maximum_pool - 1 - i);
     }
     // Gates of at most 1 over at most 2^14 tokens keep masses below 2^47; larger ones
-    // (gates clamped at 2^16) take the partial sort below.
-    if ((any_bits >> (64 - pick_position_bits)) == 0) {
+    // (gates clamped at 2^16) take the partial sort below. Packed keys stay below 2^63, so
+    // none equals the first round's limit (~0), which a key of mass 2^56 - 1 at position 0
+    // did: it was never picked.
+    if ((any_bits >> (63 - pick_position_bits)) == 0) {
       std::fill(packed + count, packed + (count + 7) / 8 * 8, 0);  // whole vectors, below every key
       std::int32_t picked[pick_by_maximum_limit + 1];
       if (!rank_packed_masses(packed, count, order, needed, picked)) {
