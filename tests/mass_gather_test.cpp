@@ -60,7 +60,8 @@ TEST_CASE("mass ranking puts the heaviest first, ties to the lower expert, again
       std::vector<std::int64_t> mass(static_cast<std::size_t>(experts));
       for (auto& m : mass) {
         const bool positive = std::bernoulli_distribution(positive_share)(random);
-        m = positive ? 1 + std::uniform_int_distribution<int>(0, 3)(random) : -std::uniform_int_distribution<int>(0, 2)(random);
+        m = positive ? 1 + std::uniform_int_distribution<int>(0, 3)(random)
+                     : -std::uniform_int_distribution<int>(0, 2)(random);
       }
       if (trial % 10 == 7) mass[0] = (std::int64_t{1} << 56) - 1;
       if (trial % 10 == 8) mass[static_cast<std::size_t>(experts / 2)] = std::int64_t{1} << 55;

@@ -101,7 +101,8 @@ inline int gather_unselected_positive(std::span<const std::int64_t> mass, const 
   } else
 #endif
   {
-    for (int w = 0; w * 64 < experts; ++w) positive[w] = positive_bits(mass.data() + w * 64, std::min(64, experts - w * 64));
+    for (int w = 0; w * 64 < experts; ++w)
+      positive[w] = positive_bits(mass.data() + w * 64, std::min(64, experts - w * 64));
   }
   int count = 0;
   for (int w = 0; w * 64 < experts; ++w) count = append_experts(positive[w] & ~selected.word(w), w * 64, order, count);
@@ -178,7 +179,8 @@ MOE_ROUTING_TARGET_AVX2 inline void rank_packed_masses_avx2(const std::uint64_t*
     const __m256i key = flip_top_bits(_mm256_set1_epi64x(static_cast<long long>(keys[i])));
     int rank = 0;
     for (int q = 0; q < 8; ++q)
-      rank += std::popcount(static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(key_vectors[q], key)))));
+      rank += std::popcount(
+          static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(key_vectors[q], key)))));
     picked[std::min(rank, needed)] = order[i];  // as on AVX-512
   }
 }

@@ -245,10 +245,10 @@ template <score_element Element>
 MOE_ROUTING_TARGET_AVX2 int rank_candidates_found_avx2(const std::uint32_t* orders, const std::uint32_t* ids, int found,
                                                        int count, rank_key below, rank_key* top_keys) noexcept {
   static_assert(avx2_rank_candidates == 4 * avx2_lanes);
-  const int placed =
-      found <= avx2_lanes       ? place_by_rank_avx2<1, Element>(orders, ids, found, count, below, top_keys)
-      : found <= 2 * avx2_lanes ? place_by_rank_avx2<2, Element>(orders, ids, found, count, below, top_keys)
-                                : place_by_rank_avx2<4, Element>(orders, ids, found, count, below, top_keys);
+  const int placed = found <= avx2_lanes ? place_by_rank_avx2<1, Element>(orders, ids, found, count, below, top_keys)
+                     : found <= 2 * avx2_lanes
+                         ? place_by_rank_avx2<2, Element>(orders, ids, found, count, below, top_keys)
+                         : place_by_rank_avx2<4, Element>(orders, ids, found, count, below, top_keys);
   return placed >= 0 ? placed : insert_below(orders, ids, found, count, below, top_keys);
 }
 
