@@ -19,6 +19,8 @@ import sys
 from svg_chart import header, line_chart, medians
 
 EXPERT_MIB = 3 * 768 * 2048 * 2 / 2**20
+MULTIPLY_ADDS_PER_PAIR = 3 * 768 * 2048  # gate, up and down of one token on one expert
+TOP_K = 8
 
 
 def fit(xs, ys):
@@ -64,6 +66,35 @@ def overlap_table(rows):
             "column is the paired fraction full overlap would reach.", "",
             "| n | layer ms | compute alone ms | paired read ms | shorter one hidden | paired fraction at full overlap |",
             "|---|---|---|---|---|---|"] + table
+
+
+def multiply_add_floor(context, rows, bandwidth):
+    """On a CPU whose bfloat16 kernel runs 256-bit float FMAs (the AVX2 kernels), the least time
+    each batch size's multiply-adds can take: every (token, expert) pair's 3 x d x h of them at
+    `compute/fma_peak_one_core` on every core. Where that floor is longer than the read of the
+    layer's active experts, no such kernel reaches the read however well it streams, and the
+    last column says how close one can come. Returns (table lines, floor in ms per pair)."""
+    peak = rows.get("compute/fma_peak_one_core", {}).get("multiply_adds_per_s")
+    cores = context.get("num_cpus")
+    if not peak or not cores or not re.search(r"executor: avx2", context.get("kernels", "")):
+        return [], None
+    per_pair_ms = MULTIPLY_ADDS_PER_PAIR / (cores * peak) * 1e3
+    table = []
+    for n, b in sorted((int(name.split(":")[-1]), b) for name, b in rows.items() if name.startswith("executor/qwen3/")):
+        pairs = n * TOP_K
+        floor = pairs * per_pair_ms
+        read = b["active"] * EXPERT_MIB * 2**20 / bandwidth * 1e3
+        table.append(f"| {n} | {pairs} | {pairs * MULTIPLY_ADDS_PER_PAIR / 1e9:.2f} G | {floor:.2f} | {read:.2f} | "
+                     f"{min(1.0, read / floor):.0%} |")
+    lines = ["", "### The multiply-add floor", "",
+             f"This CPU's bfloat16 kernel multiplies in 256-bit float FMAs. One core's peak "
+             f"(`compute/fma_peak_one_core`, ten independent chains) was {peak / 1e9:.1f} G multiply-adds per second "
+             f"here; the floor is each layer's multiply-adds ({MULTIPLY_ADDS_PER_PAIR / 1e6:.2f} M per (token, "
+             f"expert) pair) at that rate on all {cores} cores, the read its active experts' weights at the reference "
+             "bandwidth. Where the floor is the longer, the last column is the most of the read any such kernel "
+             "could reach.", "",
+             "| n | pairs | multiply-adds | floor ms | read ms | best fraction of the read |", "|---|---|---|---|---|---|"]
+    return lines + table, per_pair_ms
 
 
 def huge_pages_table(rows):
@@ -179,6 +210,8 @@ def kind_section(path, out, machine, compiler, commit):
         lines.append(f"| {n} | {b['active']:.1f} | {b['real_time']:.2f} | {b['weight_bytes_per_second'] / 1e9:.1f} GB/s | "
                      f"{b['weight_bytes_per_second'] / bandwidth:.0%} | {paired} |")
     lines += overlap_table(rows)
+    floor_lines, per_pair_ms = multiply_add_floor(context, rows, bandwidth)
+    lines += floor_lines
     lines += huge_pages_table(rows)
     points = sorted((b["active"], b["real_time"]) for name, b in rows.items() if name.startswith("executor/active:"))
     if len(points) >= 2:
@@ -194,6 +227,12 @@ def kind_section(path, out, machine, compiler, commit):
                    "layer's time follows more than |active|: on a CPU that runs out of multiply-adds first, also how fast "
                    "its 128 (token, expert) pairs compute, which depends on how many tokens share an expert (16 on "
                    "each of 8 at one end of the sweep, 1 on each of 128 at the other).")
+        if per_pair_ms is not None:
+            floor = 16 * TOP_K * per_pair_ms
+            below = floor * 1e-3 * bandwidth / (EXPERT_MIB * 2**20)
+            meaning += (f" Every point's 128 pairs take at least {floor:.2f} ms of multiply-adds here (the floor above); "
+                        f"up to {below:.0f} active experts the read is shorter than that, so at those points no kernel "
+                        "of 256-bit FMAs makes the time follow |active|.")
         lines += ["", f"Least-squares fit: **{slope:.3f} ms per active expert + {intercept:.2f} ms, R² = {r2:.4f}** "
                   f"(the OEA paper measured R² = 0.99 on an H100). {meaning}", "",
                   f"![latency against active experts]({svg})"]
