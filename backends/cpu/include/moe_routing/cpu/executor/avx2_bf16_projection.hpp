@@ -12,7 +12,7 @@
 /// that also do the multiply-adds on Zen 3 for every 8 weights; here one shift serves 16 (the
 /// mask runs on any pipe). Measured in cache on Zen 3 (`tile/avx2_bf16` against `tile/avx2` and
 /// `compute/fma_peak_one_core` in the executor benchmark; docs/benchmarks/executor_zen3.md):
-/// 0.63 of the core's multiply-add peak at two tokens per tile, against 0.41.
+/// 0.78 of the core's multiply-add peak at two tokens per tile, against 0.50.
 ///
 /// A tile is 4 rows by up to 2 tokens: 8 accumulators, the tile's activations for the 16
 /// columns (2 registers a token) and one row's split weights, in the 16 vector registers. With
