@@ -169,6 +169,10 @@ TEST_CASE("value top-k, worked examples") {
   const std::vector<float> a = {0.0f, NAN, -0.0f, INFINITY, -1.0f};
   REQUIRE(mr::cpu::top_k_of_values(a.data(), 5, 5, keys) == 5);
   CHECK(ids(5) == std::vector<int>{3, 0, 2, 4, 1});
+  // Asked for more than the row has: every expert, and the count says so on every path (the
+  // expert-by-expert one said `count` until 2026-11-27).
+  REQUIRE(mr::cpu::top_k_of_values(a.data(), 5, 8, keys) == 5);
+  CHECK(ids(5) == std::vector<int>{3, 0, 2, 4, 1});
   // 17 experts: the best is the one past the first 16-wide block, and ties to index.
   std::vector<float> b(17, 1.0f);
   b[16] = 2.0f;

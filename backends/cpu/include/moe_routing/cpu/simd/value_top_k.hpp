@@ -372,7 +372,7 @@ inline int top_k_of_listed(const Element* row, const std::int32_t* listed, int l
 
 /// Writes the best `count` keys of `row` (ranked by value, `make_rank_key`) among the
 /// experts in `allowed` (every expert when null) to `top_keys`, in rank order. Returns how
-/// many it wrote: `count`, or fewer when fewer experts are allowed.
+/// many it wrote: `count`, or fewer when the row has fewer experts or fewer are allowed.
 template <score_element Element>
 inline int top_k_of_values(const Element* row, int experts, int count, rank_key* top_keys,
                            const expert_set* allowed = nullptr) noexcept {
@@ -385,7 +385,7 @@ inline int top_k_of_values(const Element* row, int experts, int count, rank_key*
 #endif
   if (allowed == nullptr) {
     top_k_of_values_by_insertion(row, experts, count, top_keys);
-    return count;
+    return std::min(count, experts);  // a row of fewer experts fills fewer keys, as the vector paths say
   }
   int filled = 0;
   allowed->for_each([&](int e) {
