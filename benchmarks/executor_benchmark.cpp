@@ -293,9 +293,10 @@ void item_in_cache(benchmark::State& state, int tokens) {
 MOE_ROUTING_TARGET_AVX2 void fma_peak_one_core(benchmark::State& state) {
   constexpr int chains = 10, steps = 1000;
   const __m256 scale = _mm256_set1_ps(0.999999f), shift = _mm256_set1_ps(1e-7f);
-  const auto start = [](int chain) { return _mm256_set1_ps(1.0f + 0.125f * static_cast<float>(chain)); };
-  __m256 a0 = start(0), a1 = start(1), a2 = start(2), a3 = start(3), a4 = start(4), a5 = start(5), a6 = start(6),
-         a7 = start(7), a8 = start(8), a9 = start(9);
+  __m256 a0 = _mm256_set1_ps(1.0f), a1 = _mm256_set1_ps(1.125f), a2 = _mm256_set1_ps(1.25f),
+         a3 = _mm256_set1_ps(1.375f), a4 = _mm256_set1_ps(1.5f), a5 = _mm256_set1_ps(1.625f),
+         a6 = _mm256_set1_ps(1.75f), a7 = _mm256_set1_ps(1.875f), a8 = _mm256_set1_ps(2.0f),
+         a9 = _mm256_set1_ps(2.125f);
   for (auto _ : state) {
     for (int s = 0; s < steps; ++s) {
       // Named variables, not an array: GCC 12 kept an array of them in memory (a load and a

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <moe_routing/cpu/simd/key_top_k.hpp>
 #include <moe_routing/cpu/simd/value_top_k.hpp>
 
 #include "test_support.hpp"
@@ -190,4 +192,32 @@ TEST_CASE("value top-k, worked examples") {
   // An empty subset finds nothing.
   const mr::expert_set none;
   REQUIRE(mr::cpu::top_k_of_values(c.data(), 64, 2, keys, &none) == 0);
+}
+
+TEST_CASE("value top-k of whole rows of rank keys (the scoring pass's) matches a sort, on every path") {
+  // Keys as score_row writes them: rank keys of awkward values, some rows with whole groups
+  // excluded, ranked by top_k_of_keys_dispatched (AVX2 where the CPU has it) and by the
+  // one-by-one scan, each against a sort of the keys.
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int experts = std::uniform_int_distribution<int>(1, 300)(rng);
+    const int count = std::uniform_int_distribution<int>(1, std::min(experts, mr::max_top_k))(rng);
+    std::vector<mr::rank_key> keys(static_cast<std::size_t>(experts));
+    for (int e = 0; e < experts; ++e) keys[static_cast<std::size_t>(e)] = mr::make_rank_key(awkward_value(rng), e);
+    if (trial % 3 == 0) {  // a group limit: every other block of 16 (or fewer) excluded
+      for (int e = 0; e < experts; ++e) {
+        if ((e / 16) % 2 == 1) keys[static_cast<std::size_t>(e)] = mr::excluded_rank_key(e);
+      }
+    }
+    std::vector<mr::rank_key> sorted = keys;
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    sorted.resize(static_cast<std::size_t>(count));
+    mr::rank_key dispatched[mr::max_top_k], one_by_one[mr::max_top_k];
+    mr::cpu::top_k_of_keys_dispatched(keys.data(), experts, count, dispatched);
+    mr::top_k_of_keys(keys.data(), experts, count, one_by_one);
+    for (int j = 0; j < count; ++j) {
+      REQUIRE(dispatched[j] == sorted[static_cast<std::size_t>(j)]);
+      REQUIRE(one_by_one[j] == sorted[static_cast<std::size_t>(j)]);
+    }
+  }
 }

@@ -10,9 +10,13 @@
 /// host-only argument (a user stage's `apply` with the CPU's context): nvcc then checks only
 /// the side it is called from.
 #define MOE_ROUTING_HOST_DEVICE_TEMPLATE _Pragma("nv_exec_check_disable") __host__ __device__
+/// The same for a declaration that begins with `template <...>`: the pragma goes before it,
+/// and the function is declared `MOE_ROUTING_HOST_DEVICE`.
+#define MOE_ROUTING_NO_EXEC_CHECK _Pragma("nv_exec_check_disable")
 #else
 #define MOE_ROUTING_HOST_DEVICE
 #define MOE_ROUTING_HOST_DEVICE_TEMPLATE
+#define MOE_ROUTING_NO_EXEC_CHECK
 #endif
 
 /// Unrolls the next loop completely (its count is a constant): a kernel's accumulators

@@ -65,17 +65,16 @@ MOE_ROUTING_HOST_DEVICE inline float rank_score(float x, float p, const float* b
 
 namespace detail {
 
-/// Score of one expert group from the s values of its members.
+/// Score of one expert group from the s values of its members. The two best keys are kept by
+/// maxima and minima, not branches: on random rows the branches went each way unpredictably
+/// (DeepSeek-V3's 8 groups of 32, `scoring/deepseek_v3` in the routing benchmark).
 MOE_ROUTING_HOST_DEVICE inline float score_group(const float* s, int begin, int end, group_score kind) noexcept {
   rank_key best = 0, second = 0;
   for (int e = begin; e < end; ++e) {
     const rank_key key = make_rank_key(s[e], e);
-    if (key > best) {
-      second = best;
-      best = key;
-    } else if (key > second) {
-      second = key;
-    }
+    const rank_key lower = key < best ? key : best;
+    best = key < best ? best : key;
+    second = lower < second ? second : lower;
   }
   const float first_score = s[expert_of(best)];
   if (kind == group_score::max || end - begin == 1) return first_score;
@@ -84,13 +83,25 @@ MOE_ROUTING_HOST_DEVICE inline float score_group(const float* s, int begin, int 
 
 }  // namespace detail
 
+/// The scoring pass's exps: `values[i] = std::exp(values[i])`, one library call each. A backend
+/// may pass `score_row` its own, when it returns the same values (the CPU's vector one,
+/// `cpu/simd/exp_avx2.hpp`), since `probability_of` recomputes single p with `std::exp`.
+struct library_exp {
+  MOE_ROUTING_HOST_DEVICE void operator()(float* values, int count) const noexcept {
+    for (int i = 0; i < count; ++i) values[i] = std::exp(values[i]);
+  }
+};
+
 namespace detail {
 
 /// Softmax statistics and p of a row whose inputs are already in `p`, in place:
 /// one exp per expert. p = exp(x - max) / denominator, the formula `probability_of`
 /// uses, so later recomputations of one p match bit for bit. The denominator is a
 /// `weight_sum` (double, rounded once), so a backend that sums in another order agrees.
-MOE_ROUTING_HOST_DEVICE inline void softmax_in_place(float* p, int experts, row_stats& stats) noexcept {
+MOE_ROUTING_NO_EXEC_CHECK
+template <class ExpInPlace>
+MOE_ROUTING_HOST_DEVICE void softmax_in_place(float* p, int experts, row_stats& stats,
+                                              ExpInPlace exp_in_place) noexcept {
   constexpr float infinity = std::numeric_limits<float>::infinity();
   float m = -infinity;
   for (int e = 0; e < experts; ++e) m = p[e] > m ? p[e] : m;
@@ -102,9 +113,11 @@ MOE_ROUTING_HOST_DEVICE inline void softmax_in_place(float* p, int experts, row_
     for (int e = 0; e < experts; ++e) p[e] = probability_of(scoring::softmax, p[e], stats);
     return;
   }
+  for (int e = 0; e < experts; ++e) p[e] -= m;
+  exp_in_place(p, experts);
   weight_sum sum;
   for (int e = 0; e < experts; ++e) {
-    const float v = std::exp(p[e] - m);
+    const float v = p[e];
     p[e] = v == v ? v : 0.0f;  // NaN logits weigh nothing
     sum.add(p[e]);
   }
@@ -117,18 +130,24 @@ MOE_ROUTING_HOST_DEVICE inline void softmax_in_place(float* p, int experts, row_
 
 /// Scores one row: writes p[e] and keys[e] for every expert and returns the row
 /// statistics. With a group limit, non-candidate experts get `excluded_rank_key`.
-/// `scratch` needs room for E floats (the s values) when a group limit is enabled.
-template <score_element Element>
+/// `scratch` needs room for E floats (the s values) when a group limit is enabled. The
+/// softmax's and the sigmoid's exps are `exp_in_place`'s (`library_exp`).
+MOE_ROUTING_NO_EXEC_CHECK
+template <score_element Element, class ExpInPlace = library_exp>
 MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, scoring mode, const float* bias,
-                                            const group_limit& groups, float* p, rank_key* keys,
-                                            float* scratch) noexcept {
+                                            const group_limit& groups, float* p, rank_key* keys, float* scratch,
+                                            ExpInPlace exp_in_place = {}) noexcept {
   row_stats stats;
   for (int e = 0; e < experts; ++e) p[e] = to_float(row[e]);
   if (bias == nullptr) {
     for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(p[e], e);  // ranked by the input
   }
   if (mode == scoring::softmax) {
-    detail::softmax_in_place(p, experts, stats);
+    detail::softmax_in_place(p, experts, stats, exp_in_place);
+  } else if (mode == scoring::sigmoid) {  // 1 / (1 + exp(-x)), as `probability_of`
+    for (int e = 0; e < experts; ++e) p[e] = -p[e];
+    exp_in_place(p, experts);
+    for (int e = 0; e < experts; ++e) p[e] = 1.0f / (1.0f + p[e]);
   } else {
     for (int e = 0; e < experts; ++e) p[e] = probability_of(mode, p[e], stats);
   }
@@ -158,15 +177,19 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
       }
     }
   }
-  // Candidate totals skip NaN and negative p (possible only for probabilities input).
+  // Candidate totals skip NaN and negative p (possible only for probabilities input). Group by
+  // group in expert order (the sum's order is the expert order either way), so no expert needs
+  // a division to find its group.
   weight_sum total;
   float max_p = 0;
-  for (int e = 0; e < experts; ++e) {
-    if (groups.enabled() && !group_kept[e / group_size]) continue;
-    const float value = p[e];
-    if (value > 0) {
-      total.add(value);
-      if (value > max_p) max_p = value;
+  for (int first = 0; first < experts; first += group_size) {
+    if (groups.enabled() && !group_kept[first / group_size]) continue;
+    for (int e = first; e < first + group_size; ++e) {
+      const float value = p[e];
+      if (value > 0) {
+        total.add(value);
+        max_p = value > max_p ? value : max_p;
+      }
     }
   }
   stats.candidate_total = total.rounded();

@@ -14,6 +14,7 @@
 #include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
+#include "moe_routing/cpu/simd/key_top_k.hpp"
 #include "moe_routing/cpu/simd/value_top_k.hpp"
 #include "moe_routing/cpu/workspace.hpp"
 #include "moe_routing/policies/scoring_needs.hpp"
@@ -83,7 +84,7 @@ class score_pass {
     }
     ws_.stats[static_cast<std::size_t>(token)] = context_.score_full_row(token, chunk);
     const float* p = context_.scratch_p(chunk);
-    top_k_of_keys(context_.scratch_keys(chunk), experts_, top_k_, top_keys);
+    top_k_of_keys_dispatched(context_.scratch_keys(chunk), experts_, top_k_, top_keys);
     for (int j = 0; j < top_k_; ++j) {
       ids[j] = expert_of(top_keys[j]);
       top_p[j] = p[ids[j]];

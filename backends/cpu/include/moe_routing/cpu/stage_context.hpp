@@ -10,6 +10,7 @@
 /// read-only except through `guarantee(token, ranks)` (docs/custom_stages.md).
 
 #include <algorithm>
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -23,6 +24,7 @@
 #include "moe_routing/cpu/chunk_runner.hpp"
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
+#include "moe_routing/cpu/simd/exp_avx2.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
 #include "moe_routing/cpu/simd/value_top_k.hpp"
 #include "moe_routing/cpu/workspace.hpp"
@@ -32,28 +34,43 @@ namespace moe_routing::cpu {
 
 namespace detail {
 #if MOE_ROUTING_X86_KERNELS
+/// `score_row` with everything it calls inlined and compiled for one instruction set (`TARGET`):
+/// the conversions, maxima, divisions and keys over all E experts of a row, which a consumer's
+/// build for the x86-64 baseline otherwise runs 4 lanes (or 1) at a time (Lynx-Acc's
+/// confidence, every full-softmax policy and every row with a bias or group limit score each
+/// row this way). The same values bit for bit: the exps are `std::exp`'s (the library call, or
+/// `vector_exp` where it gives the same values) and the sums keep their order (`weight_sum`).
+/// One definition per instruction set, since a target attribute cannot be a template parameter.
+#define MOE_ROUTING_FLATTENED_SCORE_ROW(NAME, TARGET)                                                         \
+  template <score_element Element, class ExpInPlace>                                                          \
+  [[gnu::flatten]] TARGET row_stats NAME(const Element* row, int experts, scoring mode, const float* bias,    \
+                                         const group_limit& groups, float* p, rank_key* keys, float* scratch, \
+                                         ExpInPlace exp_in_place) noexcept {                                  \
+    return score_row(row, experts, mode, bias, groups, p, keys, scratch, exp_in_place);                       \
+  }
 MOE_ROUTING_AVX512_WARNINGS_OFF
-/// `score_row` with everything it calls inlined and compiled for AVX-512: the conversions,
-/// maxima, divisions and keys over all E experts of a row, which a consumer's build for the
-/// x86-64 baseline otherwise runs 4 lanes (or 1) at a time (Lynx-Acc's confidence and every
-/// full-softmax policy score each row this way). The same values bit for bit: the exps are
-/// the same library call per expert and the sums keep their order (`weight_sum`).
-template <score_element Element>
-[[gnu::flatten]] MOE_ROUTING_TARGET_AVX512 row_stats score_row_avx512(const Element* row, int experts, scoring mode,
-                                                                      const float* bias, const group_limit& groups,
-                                                                      float* p, rank_key* keys,
-                                                                      float* scratch) noexcept {
-  return score_row(row, experts, mode, bias, groups, p, keys, scratch);
-}
+MOE_ROUTING_FLATTENED_SCORE_ROW(score_row_avx512, MOE_ROUTING_TARGET_AVX512)
 MOE_ROUTING_AVX512_WARNINGS_ON
+MOE_ROUTING_FLATTENED_SCORE_ROW(score_row_avx2, MOE_ROUTING_TARGET_AVX2)
+#undef MOE_ROUTING_FLATTENED_SCORE_ROW
 #endif
 
-/// `score_row` by the CPU's best vector width (`cpu_features.hpp`).
+/// `score_row` by the CPU's best vector width (`cpu_features.hpp`), with the exps 8 at a time
+/// where they match the C library's (`exp_avx2.hpp`).
 template <score_element Element>
 row_stats score_row_dispatched(const Element* row, int experts, scoring mode, const float* bias,
                                const group_limit& groups, float* p, rank_key* keys, float* scratch) noexcept {
 #if MOE_ROUTING_X86_KERNELS
-  if (cpu_runs(isa_level::avx512)) return score_row_avx512(row, experts, mode, bias, groups, p, keys, scratch);
+  if (cpu_runs(isa_level::avx2)) {
+    // Rounding to nearest, as the check was made: glibc's overflow and underflow follow the mode.
+    const bool vector = vector_exp_matches_library() && std::fegetround() == FE_TONEAREST;
+    if (cpu_runs(isa_level::avx512)) {
+      return vector ? score_row_avx512(row, experts, mode, bias, groups, p, keys, scratch, vector_exp{})
+                    : score_row_avx512(row, experts, mode, bias, groups, p, keys, scratch, library_exp{});
+    }
+    return vector ? score_row_avx2(row, experts, mode, bias, groups, p, keys, scratch, vector_exp{})
+                  : score_row_avx2(row, experts, mode, bias, groups, p, keys, scratch, library_exp{});
+  }
 #endif
   return score_row(row, experts, mode, bias, groups, p, keys, scratch);
 }
