@@ -2,6 +2,7 @@
 // std::exp, bit for bit: on a sweep of float bit patterns, at the edges of its range, and
 // through score_row, whose p, keys and statistics must not change with it.
 
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include <doctest/doctest.h>
 #include <moe_routing/core/score_row.hpp>
+#include <moe_routing/cpu/score_row_path.hpp>
 #include <moe_routing/cpu/simd/cpu_features.hpp>
 #include <moe_routing/cpu/simd/exp_avx2.hpp>
 
@@ -88,6 +90,13 @@ TEST_CASE("score_row with the vector exp: the same p, keys and statistics as wit
   std::mt19937 random(21);
   std::normal_distribution<float> logit(0.0f, 3.0f);
   std::uniform_real_distribution<float> small(-0.05f, 0.05f);
+  using mr::cpu::isa_level;
+  std::vector<mr::cpu::detail::score_row_path> paths = {{isa_level::portable, false}};
+  for (const isa_level width : {isa_level::avx2, isa_level::avx512}) {
+    if (!mr::cpu::cpu_runs(width)) continue;
+    paths.push_back({width, false});
+    paths.push_back({width, true});
+  }
   for (const int experts : {7, 64, 256}) {
     std::vector<float> bias(static_cast<std::size_t>(experts));
     for (float& b : bias) b = small(random);
@@ -107,23 +116,49 @@ TEST_CASE("score_row with the vector exp: the same p, keys and statistics as wit
         const mr::row_stats a =
             mr::score_row(row.data(), experts, mode, with_bias ? bias.data() : nullptr, groups, p_library.data(),
                           keys_library.data(), s_library.data(), mr::library_exp{});
-        const mr::row_stats b =
-            mr::score_row(row.data(), experts, mode, with_bias ? bias.data() : nullptr, groups, p_vector.data(),
-                          keys_vector.data(), s_vector.data(), mr::cpu::detail::vector_exp{});
-        for (std::size_t e = 0; e < n; ++e) {
-          CHECK(same_bits(p_library[e], p_vector[e]));
-          CHECK(keys_library[e] == keys_vector[e]);
-        }
-        CHECK(same_bits(a.max_logit, b.max_logit));
-        CHECK(same_bits(a.denominator, b.denominator));
-        CHECK(same_bits(a.candidate_total, b.candidate_total));
-        CHECK(same_bits(a.max_candidate_p, b.max_candidate_p));
-        // And what probability_of recomputes later, from the statistics, is the pass's p.
-        for (std::size_t e = 0; e < n; ++e) {
-          CHECK(same_bits(mr::probability_of(mode, row[e], b), p_vector[e]));
+        // The vector exp as such, and then every compiled path the scoring pass can take here.
+        for (int path = -1; path < static_cast<int>(paths.size()); ++path) {
+          CAPTURE(path);
+          const mr::row_stats b =
+              path < 0
+                  ? mr::score_row(row.data(), experts, mode, with_bias ? bias.data() : nullptr, groups, p_vector.data(),
+                                  keys_vector.data(), s_vector.data(), mr::cpu::detail::vector_exp{})
+                  : mr::cpu::detail::score_row_on(paths[static_cast<std::size_t>(path)], row.data(), experts, mode,
+                                                  with_bias ? bias.data() : nullptr, groups, p_vector.data(),
+                                                  keys_vector.data(), s_vector.data());
+          for (std::size_t e = 0; e < n; ++e) {
+            CHECK(same_bits(p_library[e], p_vector[e]));
+            CHECK(keys_library[e] == keys_vector[e]);
+          }
+          CHECK(same_bits(a.max_logit, b.max_logit));
+          CHECK(same_bits(a.denominator, b.denominator));
+          CHECK(same_bits(a.candidate_total, b.candidate_total));
+          CHECK(same_bits(a.max_candidate_p, b.max_candidate_p));
+          // And what probability_of recomputes later, from the statistics, is the pass's p.
+          for (std::size_t e = 0; e < n; ++e) {
+            CHECK(same_bits(mr::probability_of(mode, row[e], b), p_vector[e]));
+          }
         }
       }
     }
+  }
+}
+
+TEST_CASE("the scoring pass's path: the widest the CPU runs, with the vector exps only when rounding to nearest" *
+          MOE_ROUTING_TEST_NEEDS_VECTOR_EXP) {
+  using mr::cpu::isa_level;
+  const isa_level widest = mr::cpu::cpu_runs(isa_level::avx512) ? isa_level::avx512 : isa_level::avx2;
+  const mr::cpu::detail::score_row_path nearest = mr::cpu::detail::choose_score_row_path();
+  CHECK(nearest.width == widest);
+  CHECK(nearest.vector_exp);
+  const int mode = std::fegetround();
+  for (const int other : {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO}) {
+    REQUIRE(std::fesetround(other) == 0);
+    const mr::cpu::detail::score_row_path path = mr::cpu::detail::choose_score_row_path();
+    std::fesetround(mode);
+    CAPTURE(other);
+    CHECK(path.width == widest);
+    CHECK_FALSE(path.vector_exp);  // glibc's expf rounds its overflow and underflow by the mode
   }
 }
 #endif

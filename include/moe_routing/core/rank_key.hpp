@@ -24,6 +24,13 @@ MOE_ROUTING_HOST_DEVICE constexpr std::uint32_t score_order(float score) noexcep
   return (bits & 0x7fffffffu) > 0x7f800000u ? 0u : order;
 }
 
+/// The score whose `score_order` is `order`: NaN for 0, +0 for the order -0 and +0 share. Sums
+/// and maxima of scores taken back from their orders rank as those of the scores themselves.
+MOE_ROUTING_HOST_DEVICE constexpr float score_of_order(std::uint32_t order) noexcept {
+  const std::uint32_t bits = (order & 0x80000000u) != 0 ? order ^ 0x80000000u : ~order;
+  return std::bit_cast<float>(order == 0 ? 0x7fc00000u : bits);
+}
+
 /// `score_order` without its NaN and -0 branches, so a loop of it vectorises: equal to it
 /// except for NaN (any value) and -0 (one below +0's order, a value no score maps to).
 /// Used only to skip scores that cannot enter a top-k: `skip_order(x) <= t` implies
@@ -56,6 +63,9 @@ static_assert(score_order(-0.0f) == score_order(0.0f));
 static_assert(score_order(-__builtin_huge_valf()) > score_order(__builtin_nanf("")));
 static_assert(score_order(__builtin_nanf("")) == 0 && score_order(-__builtin_nanf("")) == 0);
 static_assert(score_order(-1e-45f) < score_order(0.0f) && score_order(1e-45f) > score_order(0.0f));
+static_assert(score_of_order(score_order(-2.5f)) == -2.5f && score_of_order(score_order(0x1p-149f)) == 0x1p-149f);
+static_assert(std::bit_cast<std::uint32_t>(score_of_order(score_order(-0.0f))) == 0);
+static_assert(score_of_order(0) != score_of_order(0));  // NaN
 static_assert(skip_order(1.5f) == score_order(1.5f) && skip_order(-2.0f) == score_order(-2.0f));
 static_assert(skip_order(-0.0f) + 1 == score_order(0.0f));
 static_assert(make_rank_key(1.0f, 3) > make_rank_key(1.0f, 4));

@@ -24,6 +24,12 @@ struct row_stats {
   float max_candidate_p = 0;  ///< largest p among candidates (NaN-free)
 };
 
+/// The sigmoid of x from exp(-x): the one formula of `probability_of` and of `score_row`, which
+/// takes a row's exps all at once, so the two give the same bits.
+MOE_ROUTING_HOST_DEVICE inline float sigmoid_from_exp_of_negative(float exp_of_negative) noexcept {
+  return 1.0f / (1.0f + exp_of_negative);
+}
+
 /// p of one expert from its input value. Softmax conventions for non-finite rows,
 /// chosen so that no row ever produces NaN p: NaN logits get p = 0; when some logit
 /// is +inf, the +inf logits share p = 1 equally; when no logit is finite or +inf,
@@ -40,7 +46,7 @@ MOE_ROUTING_HOST_DEVICE inline float probability_of(scoring mode, float x, const
       return std::exp(x - m) / stats.denominator;
     }
     case scoring::sigmoid:
-      return 1.0f / (1.0f + std::exp(-x));
+      return sigmoid_from_exp_of_negative(std::exp(-x));
     case scoring::sqrtsoftplus:
       return std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x)));
     case scoring::probabilities:
@@ -65,20 +71,33 @@ MOE_ROUTING_HOST_DEVICE inline float rank_score(float x, float p, const float* b
 
 namespace detail {
 
-/// Score of one expert group from the s values of its members. The two best keys are kept by
-/// maxima and minima, not branches: on random rows the branches went each way unpredictably
-/// (DeepSeek-V3's 8 groups of 32, `scoring/deepseek_v3` in the routing benchmark).
+/// Keeps the best two of the orders taken so far, equal ones counted twice, by maxima and minima.
+MOE_ROUTING_HOST_DEVICE inline void take_into_best_two(std::uint32_t& best, std::uint32_t& second,
+                                                       std::uint32_t order) noexcept {
+  const std::uint32_t lower = order < best ? order : best;
+  best = order < best ? best : order;
+  second = lower < second ? second : lower;
+}
+
+/// A group's score from the orders of its best two members (`score_group`).
+MOE_ROUTING_HOST_DEVICE inline float group_score_of_orders(std::uint32_t best, std::uint32_t second, int members,
+                                                           group_score kind) noexcept {
+  const float first_score = score_of_order(best);
+  if (kind == group_score::max || members == 1) return first_score;
+  return first_score + score_of_order(second);
+}
+
+/// Score of one expert group from the s values of its members: the best s, or the sum of the
+/// two best. Taken from the members' `score_order`s (the rank keys without the expert), which
+/// give the same group key as the members' own s: expert indices only break ties between equal
+/// orders, and equal orders are equal scores but for the signs of zeros, which no sum or maximum
+/// ranks apart. The two best are kept by maxima and minima, not branches: on random rows the
+/// branches went each way unpredictably (DeepSeek-V3's 8 groups of 32, `scoring/deepseek_v3` in
+/// the routing benchmark). The CPU's vector form is `cpu/simd/group_score_avx2.hpp`.
 MOE_ROUTING_HOST_DEVICE inline float score_group(const float* s, int begin, int end, group_score kind) noexcept {
-  rank_key best = 0, second = 0;
-  for (int e = begin; e < end; ++e) {
-    const rank_key key = make_rank_key(s[e], e);
-    const rank_key lower = key < best ? key : best;
-    best = key < best ? best : key;
-    second = lower < second ? second : lower;
-  }
-  const float first_score = s[expert_of(best)];
-  if (kind == group_score::max || end - begin == 1) return first_score;
-  return first_score + s[expert_of(second)];
+  std::uint32_t best = 0, second = 0;  // order 0 is NaN's, the lowest
+  for (int e = begin; e < end; ++e) take_into_best_two(best, second, score_order(s[e]));
+  return group_score_of_orders(best, second, end - begin, kind);
 }
 
 }  // namespace detail
@@ -89,6 +108,14 @@ MOE_ROUTING_HOST_DEVICE inline float score_group(const float* s, int begin, int 
 struct library_exp {
   MOE_ROUTING_HOST_DEVICE void operator()(float* values, int count) const noexcept {
     for (int i = 0; i < count; ++i) values[i] = std::exp(values[i]);
+  }
+};
+
+/// The scoring pass's group scores: `detail::score_group`. A backend may pass `score_row` its own,
+/// when it returns the same group keys (the CPU's vector one, `cpu/simd/group_score_avx2.hpp`).
+struct scalar_group_scores {
+  MOE_ROUTING_HOST_DEVICE float operator()(const float* s, int begin, int end, group_score kind) const noexcept {
+    return detail::score_group(s, begin, end, kind);
   }
 };
 
@@ -131,12 +158,13 @@ MOE_ROUTING_HOST_DEVICE void softmax_in_place(float* p, int experts, row_stats& 
 /// Scores one row: writes p[e] and keys[e] for every expert and returns the row
 /// statistics. With a group limit, non-candidate experts get `excluded_rank_key`.
 /// `scratch` needs room for E floats (the s values) when a group limit is enabled. The
-/// softmax's and the sigmoid's exps are `exp_in_place`'s (`library_exp`).
+/// softmax's and the sigmoid's exps are `exp_in_place`'s (`library_exp`), the group scores
+/// `group_score_of`'s (`scalar_group_scores`).
 MOE_ROUTING_NO_EXEC_CHECK
-template <score_element Element, class ExpInPlace = library_exp>
+template <score_element Element, class ExpInPlace = library_exp, class GroupScores = scalar_group_scores>
 MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, scoring mode, const float* bias,
                                             const group_limit& groups, float* p, rank_key* keys, float* scratch,
-                                            ExpInPlace exp_in_place = {}) noexcept {
+                                            ExpInPlace exp_in_place = {}, GroupScores group_score_of = {}) noexcept {
   row_stats stats;
   for (int e = 0; e < experts; ++e) p[e] = to_float(row[e]);
   if (bias == nullptr) {
@@ -144,10 +172,10 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
   }
   if (mode == scoring::softmax) {
     detail::softmax_in_place(p, experts, stats, exp_in_place);
-  } else if (mode == scoring::sigmoid) {  // 1 / (1 + exp(-x)), as `probability_of`
+  } else if (mode == scoring::sigmoid) {
     for (int e = 0; e < experts; ++e) p[e] = -p[e];
     exp_in_place(p, experts);
-    for (int e = 0; e < experts; ++e) p[e] = 1.0f / (1.0f + p[e]);
+    for (int e = 0; e < experts; ++e) p[e] = sigmoid_from_exp_of_negative(p[e]);
   } else {
     for (int e = 0; e < experts; ++e) p[e] = probability_of(mode, p[e], stats);
   }
@@ -163,8 +191,7 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
     // A group is kept when fewer than topk_group groups rank above it.
     rank_key group_keys[max_experts];
     for (int g = 0; g < groups.n_group; ++g) {
-      group_keys[g] =
-          make_rank_key(detail::score_group(scratch, g * group_size, (g + 1) * group_size, groups.score), g);
+      group_keys[g] = make_rank_key(group_score_of(scratch, g * group_size, (g + 1) * group_size, groups.score), g);
     }
     for (int g = 0; g < groups.n_group; ++g) {
       int above = 0;

@@ -14,6 +14,7 @@
 #include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
+#include "moe_routing/cpu/score_row_path.hpp"
 #include "moe_routing/cpu/simd/key_top_k.hpp"
 #include "moe_routing/cpu/simd/value_top_k.hpp"
 #include "moe_routing/cpu/workspace.hpp"
@@ -60,10 +61,11 @@ class score_pass {
     if (sum_columns_) std::fill(sparse, sparse + width, 0);
     if (dense_mass_) std::fill(dense, dense + width, 0);
     const int end = std::min(context_.tokens(), (chunk + 1) * tokens_per_chunk);
+    detail::score_row_path_once path;
     for (int token = chunk * tokens_per_chunk; token < end; ++token) {
       ws_.depth[static_cast<std::size_t>(token)] = 0;
       if (!context_.is_valid(token)) continue;
-      const float* gates = score_token(token, chunk, dense);
+      const float* gates = score_token(token, chunk, dense, path);
       if (sum_columns_) {
         const std::int32_t* ids = ws_.top_ids.data() + offset(token);
         for (int j = 0; j < top_k_; ++j) sparse[ids[j]] += to_fixed_mass(gates[j]);
@@ -73,7 +75,7 @@ class score_pass {
 
   /// A valid token's top-k ids, p and gates; adds its dense gates to `dense` when asked.
   /// Returns its gates.
-  const float* score_token(int token, int chunk, std::int64_t* dense) {
+  const float* score_token(int token, int chunk, std::int64_t* dense, detail::score_row_path_once& path) {
     std::int32_t* ids = ws_.top_ids.data() + offset(token);
     float* top_p = ws_.top_p.data() + offset(token);
     float* gates = ws_.top_gate.data() + offset(token);
@@ -82,7 +84,7 @@ class score_pass {
       sparse_gates(top_p, top_k_, gates);  // top_p are exp(x_j - x_top1) here already
       return gates;
     }
-    ws_.stats[static_cast<std::size_t>(token)] = context_.score_full_row(token, chunk);
+    ws_.stats[static_cast<std::size_t>(token)] = context_.score_full_row(token, chunk, path.get());
     const float* p = context_.scratch_p(chunk);
     top_k_of_keys_dispatched(context_.scratch_keys(chunk), experts_, top_k_, top_keys);
     for (int j = 0; j < top_k_; ++j) {

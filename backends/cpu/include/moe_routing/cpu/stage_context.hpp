@@ -10,7 +10,6 @@
 /// read-only except through `guarantee(token, ranks)` (docs/custom_stages.md).
 
 #include <algorithm>
-#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -22,59 +21,13 @@
 #include "moe_routing/core/selected_set.hpp"
 #include "moe_routing/core/stage_context.hpp"
 #include "moe_routing/cpu/chunk_runner.hpp"
-#include "moe_routing/cpu/simd/avx512_warnings.hpp"
+#include "moe_routing/cpu/score_row_path.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
-#include "moe_routing/cpu/simd/exp_avx2.hpp"
-#include "moe_routing/cpu/simd/isa_targets.hpp"
 #include "moe_routing/cpu/simd/value_top_k.hpp"
 #include "moe_routing/cpu/workspace.hpp"
 #include "moe_routing/policies/stage_concepts.hpp"
 
 namespace moe_routing::cpu {
-
-namespace detail {
-#if MOE_ROUTING_X86_KERNELS
-/// `score_row` with everything it calls inlined and compiled for one instruction set (`TARGET`):
-/// the conversions, maxima, divisions and keys over all E experts of a row, which a consumer's
-/// build for the x86-64 baseline otherwise runs 4 lanes (or 1) at a time (Lynx-Acc's
-/// confidence, every full-softmax policy and every row with a bias or group limit score each
-/// row this way). The same values bit for bit: the exps are `std::exp`'s (the library call, or
-/// `vector_exp` where it gives the same values) and the sums keep their order (`weight_sum`).
-/// One definition per instruction set, since a target attribute cannot be a template parameter.
-#define MOE_ROUTING_FLATTENED_SCORE_ROW(NAME, TARGET)                                                         \
-  template <score_element Element, class ExpInPlace>                                                          \
-  [[gnu::flatten]] TARGET row_stats NAME(const Element* row, int experts, scoring mode, const float* bias,    \
-                                         const group_limit& groups, float* p, rank_key* keys, float* scratch, \
-                                         ExpInPlace exp_in_place) noexcept {                                  \
-    return score_row(row, experts, mode, bias, groups, p, keys, scratch, exp_in_place);                       \
-  }
-MOE_ROUTING_AVX512_WARNINGS_OFF
-MOE_ROUTING_FLATTENED_SCORE_ROW(score_row_avx512, MOE_ROUTING_TARGET_AVX512)
-MOE_ROUTING_AVX512_WARNINGS_ON
-MOE_ROUTING_FLATTENED_SCORE_ROW(score_row_avx2, MOE_ROUTING_TARGET_AVX2)
-#undef MOE_ROUTING_FLATTENED_SCORE_ROW
-#endif
-
-/// `score_row` by the CPU's best vector width (`cpu_features.hpp`), with the exps 8 at a time
-/// where they match the C library's (`exp_avx2.hpp`).
-template <score_element Element>
-row_stats score_row_dispatched(const Element* row, int experts, scoring mode, const float* bias,
-                               const group_limit& groups, float* p, rank_key* keys, float* scratch) noexcept {
-#if MOE_ROUTING_X86_KERNELS
-  if (cpu_runs(isa_level::avx2)) {
-    // Rounding to nearest, as the check was made: glibc's overflow and underflow follow the mode.
-    const bool vector = vector_exp_matches_library() && std::fegetround() == FE_TONEAREST;
-    if (cpu_runs(isa_level::avx512)) {
-      return vector ? score_row_avx512(row, experts, mode, bias, groups, p, keys, scratch, vector_exp{})
-                    : score_row_avx512(row, experts, mode, bias, groups, p, keys, scratch, library_exp{});
-    }
-    return vector ? score_row_avx2(row, experts, mode, bias, groups, p, keys, scratch, vector_exp{})
-                  : score_row_avx2(row, experts, mode, bias, groups, p, keys, scratch, library_exp{});
-  }
-#endif
-  return score_row(row, experts, mode, bias, groups, p, keys, scratch);
-}
-}  // namespace detail
 
 template <score_element Element, class ExecutionPolicy>
 class stage_context {
@@ -117,16 +70,29 @@ class stage_context {
   int guaranteed_ranks(int token) const noexcept { return ws_.depth[static_cast<std::size_t>(token)]; }
 
   /// Scores the full row of a token: p and rank keys of every expert (group limit
-  /// applied) into `scratch_p(chunk)` and `scratch_keys(chunk)`.
+  /// applied) into `scratch_p(chunk)` and `scratch_keys(chunk)`, on `path`: a loop over rows
+  /// asks `detail::choose_score_row_path()` once, before it.
+  row_stats score_full_row(int token, int chunk, detail::score_row_path path) const noexcept {
+    return detail::score_row_on(path, batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups,
+                                scratch_p(chunk), scratch_keys(chunk), scratch_s(chunk));
+  }
+  /// `score_full_row` with the path chosen for this row alone.
   row_stats score_full_row(int token, int chunk) const noexcept {
-    return detail::score_row_dispatched(batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups,
-                                        scratch_p(chunk), scratch_keys(chunk), scratch_s(chunk));
+    return score_full_row(token, chunk, detail::choose_score_row_path());
   }
   /// Rank keys of every expert of a token's row into `scratch_keys(chunk)`, without
-  /// its p where the scoring allows; p of any expert is then `probability(token, e)`.
+  /// its p where the scoring allows (`rank_row`); p of any expert is then
+  /// `probability(token, e)`. A row whose keys need p is scored on the CPU's path, chosen here
+  /// for the row since its callers take one token at a time: about 20 cycles against a
+  /// DeepSeek-V3 row's 3000. Before, such rows took the portable loops and one library exp
+  /// per expert: 43% of an XShare call on DeepSeek-V3 rows (docs/benchmarks/routing_avx2.md).
   void rank_full_row(int token, int chunk) const noexcept {
-    rank_row(batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups, scratch_p(chunk),
-             scratch_keys(chunk), scratch_s(chunk));
+    if (batch_.ranks_by_input() && !batch_.groups.enabled()) {
+      rank_row(batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups, scratch_p(chunk),
+               scratch_keys(chunk), scratch_s(chunk));
+      return;
+    }
+    (void)score_full_row(token, chunk);
   }
   /// The rank key of one expert of a row without a group limit, exactly as `rank_full_row`
   /// computes it (the limit needs the whole row).

@@ -11,6 +11,7 @@
 #include "moe_routing/core/fixed_mass.hpp"
 #include "moe_routing/core/stage_executor.hpp"
 #include "moe_routing/cpu/backend.hpp"
+#include "moe_routing/cpu/score_row_path.hpp"
 #include "moe_routing/policies/per_request.hpp"
 
 namespace moe_routing {
@@ -32,6 +33,7 @@ struct stage_executor<cpu_backend, per_request> {
       std::int32_t* candidates = context.scratch_order(chunk);
       std::fill(mass, mass + e_count, 0);
       expert_set base;  // S0_r
+      cpu::detail::score_row_path_once path;
       const int begin = context.request_begin(request), end = context.request_end(request);
       for (int token = begin; token < end; ++token) {
         if (!context.is_valid(token)) continue;
@@ -43,7 +45,7 @@ struct stage_executor<cpu_backend, per_request> {
             mass[top[static_cast<std::size_t>(j)]] += to_fixed_mass(gates[static_cast<std::size_t>(j)]);
           }
         } else {
-          context.score_full_row(token, chunk);
+          context.score_full_row(token, chunk, path.get());
           const float* p = context.scratch_p(chunk);
           for (int e = 0; e < e_count; ++e) mass[e] += to_fixed_mass(p[e]);
         }

@@ -60,14 +60,6 @@ __device__ inline float warp_max_ignoring_nan(float value) {
   return value;
 }
 
-/// The score whose `score_order` is `order` (NaN for 0, +0 for the order -0 and +0 share):
-/// group scores are sums of members' s, which the slice holds as orders.
-__device__ inline float score_of_order(std::uint32_t order) {
-  if (order == 0) return __int_as_float(0x7fc00000);
-  const std::uint32_t bits = (order & 0x80000000u) != 0 ? order ^ 0x80000000u : ~order;
-  return __uint_as_float(bits);
-}
-
 /// A warp's slice of shared memory for one row: `order[e]` is expert e's `score_order` of
 /// its rank score (the rank key without the expert), `kept_groups` the group limit's kept
 /// groups as bits. Written and read by the warp only.
