@@ -18,7 +18,7 @@
 /// Lanes whose result is not a normal computation (NaN, overflow past 88.72, results below the
 /// smallest subnormal, infinities) take the values glibc gives them when rounding to nearest
 /// (in other rounding modes glibc's overflow and underflow follow the mode; the CPU backend
-/// then calls the library, `score_row_dispatched`).
+/// then calls the library, `choose_score_row_path` in `cpu/score_row_path.hpp`).
 
 #include <cmath>
 #include <cstdint>
