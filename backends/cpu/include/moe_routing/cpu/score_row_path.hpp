@@ -47,15 +47,16 @@ struct score_row_path {
   bool vector_exp = false;
 };
 
-/// The path for rows scored on this thread, chosen once per parallel block rather than per row
-/// (a row of DeepSeek-V3's shape takes about 3000 cycles; the rounding mode and the first-use
-/// guard about 20). Asked on the thread that scores, since the rounding mode is each thread's own
-/// and the vector exps match glibc's only when rounding to nearest, as the check was made
-/// (glibc's overflow and underflow follow the mode).
+/// The path for rows scored on this thread (a row of DeepSeek-V3's shape takes about 3000 cycles;
+/// this about 20). Asked on the thread that scores, since the rounding mode is each thread's own
+/// and the vector exps match glibc's only when rounding to nearest (glibc's overflow and
+/// underflow follow the mode). The mode is read first: the one-time sample check
+/// (`vector_exp_matches_library`) must run rounding to nearest, or it would fail and leave the
+/// vector exps off for the rest of the process.
 inline score_row_path choose_score_row_path() noexcept {
 #if MOE_ROUTING_X86_KERNELS
   if (cpu_runs(isa_level::avx2)) {
-    const bool vector = vector_exp_matches_library() && std::fegetround() == FE_TONEAREST;
+    const bool vector = std::fegetround() == FE_TONEAREST && vector_exp_matches_library();
     return {cpu_runs(isa_level::avx512) ? isa_level::avx512 : isa_level::avx2, vector};
   }
 #endif
