@@ -643,3 +643,48 @@ TEST_CASE("a call lists its busiest expert's work items first") {
   CHECK(ws.items[0].group == 11);
   CHECK(ws.items[1].group == 11);
 }
+
+// Where each pass prefetches, against the rule written out naively: the first pass asks for
+// the element `prefetch_bytes` further along the row, or, past the row's end, the same
+// distance on into the same row of the next block; the second pass the same column of the row
+// `sweep_blocks` blocks on; later passes nothing (distance 0). The kernels add the distance to
+// each row's element c, so a wrong distance would stream the wrong lines (slower, never wrong
+// sums: no sum test sees it).
+TEST_CASE("the prefetch distance points at the line each pass streams") {
+  using mr::cpu::prefetch_mode;
+  const auto check = [&]<class Weight>(Weight) {
+    constexpr int ahead = mr::cpu::prefetch_bytes / static_cast<int>(sizeof(Weight));
+    for (const int cols : {7, 70, 512, 1100, 2048}) {
+      constexpr int blocks = 5;
+      std::vector<Weight> matrix(static_cast<std::size_t>(blocks + 1) * mr::cpu::block_rows * cols);
+      // As an integer: past the matrix's last row (a short row, far ahead) there is no object
+      // to point into.
+      const auto address_of = [&](int block, int i, int column) {
+        const std::ptrdiff_t element = (static_cast<std::ptrdiff_t>(block) * mr::cpu::block_rows + i) * cols + column;
+        return reinterpret_cast<std::uintptr_t>(matrix.data()) + static_cast<std::uintptr_t>(element) * sizeof(Weight);
+      };
+      mr::cpu::row_block<Weight> block;
+      for (int i = 0; i < mr::cpu::block_rows; ++i) block.rows[i] = matrix.data() + std::ptrdiff_t{i} * cols;
+      block.next_block_bytes = std::ptrdiff_t{mr::cpu::block_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
+      block.sweep_blocks = blocks;
+      int wrong = 0;
+      for (int c = 0; c < cols; ++c) {
+        const std::ptrdiff_t stream = mr::cpu::prefetch_distance<prefetch_mode::stream>(block, c, cols),
+                             run_ahead = mr::cpu::prefetch_distance<prefetch_mode::run_ahead>(block, c, cols),
+                             none = mr::cpu::prefetch_distance<prefetch_mode::none>(block, c, cols);
+        for (int i = 0; i < mr::cpu::block_rows; ++i) {
+          const int at = c + ahead;
+          const std::uintptr_t streamed = at < cols ? address_of(0, i, at) : address_of(1, i, at - cols);
+          wrong += mr::cpu::address_on(block.rows[i] + c, stream) != streamed;
+          wrong += mr::cpu::address_on(block.rows[i] + c, run_ahead) != address_of(blocks, i, c);
+        }
+        wrong += none != 0;
+      }
+      CAPTURE(sizeof(Weight));
+      CAPTURE(cols);
+      CHECK(wrong == 0);
+    }
+  };
+  check(float{});
+  check(mr::bfloat16{});
+}

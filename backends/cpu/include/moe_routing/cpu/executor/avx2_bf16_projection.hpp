@@ -82,18 +82,18 @@ template <int Tokens, int Chains>
   }
 }
 
-/// `pair_group_step` with its prefetches: in the streaming pass, one per row for every 8
-/// columns, each for the same line 1 KiB ahead (`prefetch_step`; the run-ahead pass asks once per
-/// line). Measured on Zen 3 against one per line: 0.92 of the layer's time at n = 1, 4 and 16
-/// with two, 0.97 of that with four (docs/benchmarks/executor_zen3.md). Our reading: the core
-/// drops a software prefetch it has no room to queue, and a later one for the same line gets it
-/// in.
+/// `pair_group_step` with its prefetches, `distance` bytes on (`prefetch_distance`): in the
+/// streaming pass, one per row for every 8 columns, each for the same line 1 KiB ahead
+/// (`prefetch_lines`; the run-ahead pass asks once per line). Measured on Zen 3 against one per
+/// line: 0.92 of the layer's time at n = 1, 4 and 16 with two, 0.97 of that with four
+/// (docs/benchmarks/executor_zen3.md). Our reading: the core drops a software prefetch it has no
+/// room to queue, and a later one for the same line gets it in.
 template <int Tokens, int Chains, prefetch_mode Mode>
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX2 inline void prefetched_pair_group_step(
-    __m256 (&acc)[block_rows][Tokens][Chains], const row_block<bfloat16>& block, int c, int cols,
+    __m256 (&acc)[block_rows][Tokens][Chains], const row_block<bfloat16>& block, int c, std::ptrdiff_t distance,
     const float* __restrict x, std::ptrdiff_t x_stride, __m256 top_halves) noexcept {
-  prefetch_step<Mode>(block, c, cols);
-  prefetch_step<Mode>(block, c + pair_group_columns / 2, cols);
+  prefetch_lines<Mode>(block, c, distance);
+  prefetch_lines<Mode>(block, c + pair_group_columns / 2, distance);
   pair_group_step<Tokens, Chains>(acc, block, c, x, x_stride, top_halves);
 }
 
@@ -114,10 +114,15 @@ MOE_ROUTING_TARGET_AVX2 void avx2_bf16_tile(const row_block<bfloat16>& block, in
   }
   const int lines = cols - cols % line, whole = cols - cols % pair_group_columns;
   for (int c = 0; c < lines; c += line) {
-    prefetched_pair_group_step<Tokens, chains, Mode>(acc, block, c, cols, x, x_stride, top_halves);
-    prefetched_pair_group_step<Tokens, chains, Mode>(acc, block, c + pair_group_columns, cols, x, x_stride, top_halves);
+    const std::ptrdiff_t distance = prefetch_distance<Mode>(block, c, cols);  // one for the whole line
+    prefetched_pair_group_step<Tokens, chains, Mode>(acc, block, c, distance, x, x_stride, top_halves);
+    prefetched_pair_group_step<Tokens, chains, Mode>(acc, block, c + pair_group_columns, distance, x, x_stride,
+                                                     top_halves);
   }
-  if (lines < whole) prefetched_pair_group_step<Tokens, chains, Mode>(acc, block, lines, cols, x, x_stride, top_halves);
+  if (lines < whole) {
+    prefetched_pair_group_step<Tokens, chains, Mode>(acc, block, lines, prefetch_distance<Mode>(block, lines, cols), x,
+                                                     x_stride, top_halves);
+  }
   MOE_ROUTING_UNROLL
   for (int i = 0; i < block_rows; ++i) {
     MOE_ROUTING_UNROLL

@@ -58,12 +58,10 @@ template <int Locality>
   __builtin_prefetch(reinterpret_cast<const void*>(address), 0, Locality);
 }
 
-/// The address of element `column` of row `row`'s counterpart `blocks_on` blocks further on.
+/// The address `distance` bytes on from `element`.
 template <class Weight>
-[[gnu::always_inline]] inline std::uintptr_t address_ahead(const row_block<Weight>& block, int row, int blocks_on,
-                                                           int column) noexcept {
-  return reinterpret_cast<std::uintptr_t>(block.rows[row]) +
-         static_cast<std::uintptr_t>(blocks_on * block.next_block_bytes + column * std::ptrdiff_t{sizeof(Weight)});
+[[gnu::always_inline]] inline std::uintptr_t address_on(const Weight* element, std::ptrdiff_t distance) noexcept {
+  return reinterpret_cast<std::uintptr_t>(element) + static_cast<std::uintptr_t>(distance);
 }
 
 /// One tile's sums: [row of the block][token of the group].
@@ -71,15 +69,6 @@ using tile_sums = float[block_rows][max_tile_tokens];
 
 /// Tuning data: how far ahead along a row the kernels prefetch, in bytes.
 inline constexpr int prefetch_bytes = 1024;
-
-/// Where a kernel at column `c` of a `cols`-long row prefetches, `ahead` elements on: along
-/// the row, then into the next block's row.
-template <class Weight>
-[[gnu::always_inline]] inline std::uintptr_t prefetch_target(const row_block<Weight>& block, int row, int c, int ahead,
-                                                             int cols) noexcept {
-  const int at = c + ahead;
-  return at < cols ? address_ahead(block, row, 0, at) : address_ahead(block, row, 1, at - cols);
-}
 
 /// What a token group's pass over the sweep prefetches (`prefetch_step`).
 enum class prefetch_mode { stream, run_ahead, none };
@@ -97,18 +86,51 @@ enum class prefetch_mode { stream, run_ahead, none };
 ///   - later passes compute only.
 /// Measured on Zen 5 against prefetching in the first pass only: 0.93 of the time at n = 64,
 /// 0.96 at n = 16 (docs/benchmarks/executor_zen5.md; then with the blocks the outer loop and
-/// the next two blocks prefetched). Always inlined: compiled as a separate function, GCC 12 at
-/// -O1 and up left neither the call nor a prefetch in the kernels.
+/// the next two blocks prefetched).
+///
+/// Each prefetch is `distance` bytes on from the row's element `c` (`prefetch_distance`), the
+/// same for every row, so its address is the one the row's load uses plus a constant. Always
+/// inlined: compiled as a separate function, GCC 12 at -O1 and up left neither the call nor a
+/// prefetch in the kernels.
 template <prefetch_mode Mode, class Weight>
-[[gnu::always_inline]] inline void prefetch_step(const row_block<Weight>& block, int c, int cols) noexcept {
-  constexpr int ahead = prefetch_bytes / static_cast<int>(sizeof(Weight));
+[[gnu::always_inline]] inline void prefetch_lines(const row_block<Weight>& block, int c,
+                                                  std::ptrdiff_t distance) noexcept {
   constexpr int line_columns = 64 / static_cast<int>(sizeof(Weight));
   if constexpr (Mode == prefetch_mode::stream) {
-    for (int i = 0; i < block_rows; ++i) prefetch_address<3>(prefetch_target(block, i, c, ahead, cols));
+    for (int i = 0; i < block_rows; ++i) prefetch_address<3>(address_on(block.rows[i] + c, distance));
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
     if (c % line_columns != 0) return;
-    for (int i = 0; i < block_rows; ++i) prefetch_address<2>(address_ahead(block, i, block.sweep_blocks, c));
+    for (int i = 0; i < block_rows; ++i) prefetch_address<2>(address_on(block.rows[i] + c, distance));
   }
+}
+
+/// How far (in bytes) from each row's element `c` of a `cols`-long row the pass `Mode`
+/// prefetches (`prefetch_lines`): in the first pass `prefetch_bytes` along the row, or, within
+/// that distance of the row's end, to as far past the end in the next block's row; in the
+/// second pass to the same column `sweep_blocks` blocks on. The same for all rows of a block (they are `cols` apart),
+/// so a kernel asks once per step of its column loop, and GCC splits that loop where the first pass's distance changes.
+/// Asked per row and prefetch instead (until 2026-11-28), behind a branch, the prefetches took more instructions than
+/// the multiply-adds: a one-token streaming tile in cache took about twice as long as one that only computes, on Zen 3
+/// (docs/benchmarks/executor_zen3.md).
+template <prefetch_mode Mode, class Weight>
+[[gnu::always_inline]] inline std::ptrdiff_t prefetch_distance(const row_block<Weight>& block, int c,
+                                                               int cols) noexcept {
+  constexpr auto size = static_cast<std::ptrdiff_t>(sizeof(Weight));
+  constexpr std::ptrdiff_t ahead = prefetch_bytes / size;
+  if constexpr (Mode == prefetch_mode::stream) {
+    return c + ahead < cols ? ahead * size : block.next_block_bytes + (ahead - cols) * size;
+  } else if constexpr (Mode == prefetch_mode::run_ahead) {
+    return block.sweep_blocks * block.next_block_bytes;
+  } else {
+    return 0;
+  }
+}
+
+/// The prefetches of a kernel whose column step asks once (`prefetch_lines` at the distance
+/// for column `c`).
+template <prefetch_mode Mode, class Weight>
+[[gnu::always_inline]] inline void prefetch_step(const row_block<Weight>& block, int c, int cols) noexcept {
+  prefetch_lines<Mode>(block, c, prefetch_distance<Mode>(block, c, cols));
 }
 
 /// Calls `tile(mode)` with the prefetch mode of the block's pass as a compile-time constant
