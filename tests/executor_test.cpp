@@ -657,8 +657,8 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
     for (const int cols : {7, 70, 512, 1100, 2048}) {
       constexpr int blocks = 5;
       std::vector<Weight> matrix(static_cast<std::size_t>(blocks + 1) * mr::cpu::block_rows * cols);
-      // As an integer: past the matrix's last row (a short row, far ahead) there is no object
-      // to point into.
+      // As integers: for rows shorter than the prefetch distance the streamed element lies past
+      // the matrix's end, where no pointer may point.
       const auto address_of = [&](int block, int i, int column) {
         const std::ptrdiff_t element = (static_cast<std::ptrdiff_t>(block) * mr::cpu::block_rows + i) * cols + column;
         return reinterpret_cast<std::uintptr_t>(matrix.data()) + static_cast<std::uintptr_t>(element) * sizeof(Weight);

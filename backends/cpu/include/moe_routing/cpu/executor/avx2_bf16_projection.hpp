@@ -83,11 +83,15 @@ template <int Tokens, int Chains>
 }
 
 /// `pair_group_step` with its prefetches, `distance` bytes on (`prefetch_distance`): in the
-/// streaming pass, one per row for every 8 columns, each for the same line 1 KiB ahead
-/// (`prefetch_lines`; the run-ahead pass asks once per line). Measured on Zen 3 against one per
-/// line: 0.92 of the layer's time at n = 1, 4 and 16 with two, 0.97 of that with four
-/// (docs/benchmarks/executor_zen3.md). Our reading: the core drops a software prefetch it has no
-/// room to queue, and a later one for the same line gets it in.
+/// streaming pass, one per row for every 8 columns, four for each 64 bytes 1 KiB ahead
+/// (`prefetch_lines`; the run-ahead pass asks once per 64 bytes). The distance is chosen at the
+/// first column of the kernel's 32-column step: on a row whose width is not a multiple of 32,
+/// the step that straddles the point 1 KiB before the row's end asks for up to 48 bytes past
+/// the row (the next row in memory) instead of the next block's first line: a hint lost, no
+/// value changed. Measured on Zen 3 against one per line: 0.92 of the layer's time at n = 1, 4
+/// and 16 with two, 0.97 of that with four (docs/benchmarks/executor_zen3.md). Our reading: the
+/// core drops a software prefetch it has no room to queue, and a later one for the same line
+/// gets it in.
 template <int Tokens, int Chains, prefetch_mode Mode>
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX2 inline void prefetched_pair_group_step(
     __m256 (&acc)[block_rows][Tokens][Chains], const row_block<bfloat16>& block, int c, std::ptrdiff_t distance,

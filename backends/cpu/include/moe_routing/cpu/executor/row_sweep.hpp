@@ -89,7 +89,7 @@ enum class prefetch_mode { stream, run_ahead, none };
 /// the next two blocks prefetched).
 ///
 /// Each prefetch is `distance` bytes on from the row's element `c` (`prefetch_distance`), the
-/// same for every row, so its address is the one the row's load uses plus a constant. Always
+/// same for every row: one addition to the address the kernel already has for the row. Always
 /// inlined: compiled as a separate function, GCC 12 at -O1 and up left neither the call nor a
 /// prefetch in the kernels.
 template <prefetch_mode Mode, class Weight>
@@ -107,11 +107,12 @@ template <prefetch_mode Mode, class Weight>
 /// How far (in bytes) from each row's element `c` of a `cols`-long row the pass `Mode`
 /// prefetches (`prefetch_lines`): in the first pass `prefetch_bytes` along the row, or, within
 /// that distance of the row's end, to as far past the end in the next block's row; in the
-/// second pass to the same column `sweep_blocks` blocks on. The same for all rows of a block (they are `cols` apart),
-/// so a kernel asks once per step of its column loop, and GCC splits that loop where the first pass's distance changes.
-/// Asked per row and prefetch instead (until 2026-11-28), behind a branch, the prefetches took more instructions than
-/// the multiply-adds: a one-token streaming tile in cache took about twice as long as one that only computes, on Zen 3
-/// (docs/benchmarks/executor_zen3.md).
+/// second pass to the same column `sweep_blocks` blocks on. It depends on `c`, `cols` and the
+/// block's distances alone, not on the row, so a kernel asks once per step of its column loop,
+/// and GCC splits that loop where the first pass's distance changes. Asked per row and prefetch
+/// instead (until 2026-11-28), behind a branch, the prefetches took more instructions than the
+/// multiply-adds: a one-token streaming tile in cache took about twice as long as one that only
+/// computes, on Zen 3 (docs/benchmarks/executor_zen3.md).
 template <prefetch_mode Mode, class Weight>
 [[gnu::always_inline]] inline std::ptrdiff_t prefetch_distance(const row_block<Weight>& block, int c,
                                                                int cols) noexcept {
