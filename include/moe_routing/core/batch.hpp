@@ -56,6 +56,13 @@ MOE_ROUTING_HOST_DEVICE constexpr status validate_groups(const group_limit& g, i
   return {};
 }
 
+/// A row's rank keys are its input values alone, with no p to compute: no bias shifts the
+/// order and no group limit needs the row's scores (`rank_row`, and each backend's rescoring
+/// of a single row).
+MOE_ROUTING_HOST_DEVICE constexpr bool keys_from_input_alone(const float* bias, const group_limit& groups) noexcept {
+  return bias == nullptr && !groups.enabled();
+}
+
 template <score_element Element>
 struct routing_batch {
   score_view<Element> scores;
@@ -80,6 +87,11 @@ struct routing_batch {
   /// Rows rank by their input values (`rank_score`): no bias shifts the order, so the
   /// value top-k and the list search over S apply, on every backend.
   MOE_ROUTING_HOST_DEVICE constexpr bool ranks_by_input() const noexcept { return bias == nullptr; }
+  /// `keys_from_input_alone` for this batch: a row's rank keys need none of its p. (Qualified:
+  /// this member hides the free function's name.)
+  MOE_ROUTING_HOST_DEVICE constexpr bool keys_from_input_alone() const noexcept {
+    return moe_routing::keys_from_input_alone(bias, groups);
+  }
   /// Softmax rows ranked by their logits: a token's top-k p can be taken relative to its
   /// top-1 logit, so the denominator cancels (the top-k-only path and the sparse gates).
   MOE_ROUTING_HOST_DEVICE constexpr bool softmax_by_logits() const noexcept {

@@ -230,7 +230,7 @@ MOE_ROUTING_HOST_DEVICE row_stats score_row(const Element* row, int experts, sco
 template <score_element Element>
 MOE_ROUTING_HOST_DEVICE void rank_row(const Element* row, int experts, scoring mode, const float* bias,
                                       const group_limit& groups, float* p, rank_key* keys, float* scratch) noexcept {
-  if (bias == nullptr && !groups.enabled()) {
+  if (keys_from_input_alone(bias, groups)) {
     for (int e = 0; e < experts; ++e) keys[e] = make_rank_key(to_float(row[e]), e);
     return;
   }

@@ -87,7 +87,7 @@ class stage_context {
   /// DeepSeek-V3 row's 3000. Before, such rows took the portable loops and one library exp
   /// per expert: 43% of an XShare call on DeepSeek-V3 rows (docs/benchmarks/routing_avx2.md).
   void rank_full_row(int token, int chunk) const noexcept {
-    if (batch_.ranks_by_input() && !batch_.groups.enabled()) {
+    if (batch_.keys_from_input_alone()) {
       rank_row(batch_.scores.row(token), experts(), batch_.mode, batch_.bias, batch_.groups, scratch_p(chunk),
                scratch_keys(chunk), scratch_s(chunk));
       return;

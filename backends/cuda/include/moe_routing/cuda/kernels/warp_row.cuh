@@ -232,10 +232,11 @@ __device__ row_stats score_row_on_warp(const routing_batch<Element>& batch, int 
   return stats;
 }
 
-/// Rank orders of `token`'s row into `row`, without its p where the row ranks by its input.
+/// Rank orders of `token`'s row into `row`, without its p where its keys come from its input
+/// alone (`keys_from_input_alone`).
 template <score_element Element>
 __device__ void rank_row_on_warp(const routing_batch<Element>& batch, int token, const warp_row& row) {
-  if (batch.ranks_by_input() && !batch.groups.enabled()) {
+  if (batch.keys_from_input_alone()) {
     const Element* input = batch.scores.row(token);
     for (int e = lane_id(); e < batch.experts(); e += warp_lanes) row.order[e] = score_order(to_float(input[e]));
     __syncwarp();
