@@ -647,7 +647,7 @@ TEST_CASE("a call lists its busiest expert's work items first") {
 // Where each pass prefetches, against the rule written out naively: the first pass asks for
 // the element `prefetch_bytes` further along the row, or, past the row's end, the same
 // distance on into the same row of the next block; the second pass the same column of the row
-// `sweep_blocks` blocks on; later passes nothing (distance 0). The kernels add the distance to
+// `run_ahead_blocks` blocks on; later passes nothing (distance 0). The kernels add the distance to
 // each row's element c, so a wrong distance would stream the wrong lines (slower, never wrong
 // sums: no sum test sees it).
 TEST_CASE("the prefetch distance points at the line each pass streams") {
@@ -666,7 +666,7 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
       mr::cpu::row_block<Weight> block;
       for (int i = 0; i < mr::cpu::block_rows; ++i) block.rows[i] = matrix.data() + std::ptrdiff_t{i} * cols;
       block.next_block_bytes = std::ptrdiff_t{mr::cpu::block_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
-      block.sweep_blocks = blocks;
+      block.run_ahead_blocks = blocks;
       int wrong = 0;
       for (int c = 0; c < cols; ++c) {
         const std::ptrdiff_t stream = mr::cpu::prefetch_distance<prefetch_mode::stream>(block, c, cols),
@@ -688,3 +688,62 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
   check(float{});
   check(mr::bfloat16{});
 }
+
+// A kernel that only records the tiles a sweep hands it, in either order
+// (`sweeps_block_by_block`), to check the sweep's loops without a real kernel's sums.
+namespace {
+namespace sweep_order_test {
+struct tile_visit {
+  std::ptrdiff_t first_row;
+  int pass;
+  int tokens;
+  int run_ahead_blocks;
+  bool operator==(const tile_visit&) const = default;
+};
+std::vector<tile_visit> visits;
+const float* matrix_start = nullptr;
+constexpr int cols = 64;
+
+template <bool BlockByBlock>
+struct recording_kernel {};
+template <bool BlockByBlock>
+constexpr int tile_tokens_of(recording_kernel<BlockByBlock>) noexcept {
+  return 2;
+}
+template <bool BlockByBlock>
+void multiply_tile(recording_kernel<BlockByBlock>, const mr::cpu::row_block<float>& block, int, const float*,
+                   std::ptrdiff_t, int tokens, mr::cpu::tile_sums&) {
+  visits.push_back({(block.rows[0] - matrix_start) / cols, block.pass, tokens, block.run_ahead_blocks});
+}
+}  // namespace sweep_order_test
+}  // namespace
+
+template <>
+inline constexpr bool moe_routing::cpu::sweeps_block_by_block<sweep_order_test::recording_kernel<true>> = true;
+
+namespace {
+TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass asking for the rows taken next") {
+  using namespace sweep_order_test;
+  constexpr int rows = 12, blocks = rows / mr::cpu::block_rows, m = 5;
+  std::vector<float> matrix(static_cast<std::size_t>(rows) * cols), x(static_cast<std::size_t>(m) * cols),
+      out(static_cast<std::size_t>(m) * rows);
+  matrix_start = matrix.data();
+  // 5 tokens in tiles of at most 2: three passes of 2, 2 and 1 tokens.
+  const int tokens_of_pass[] = {2, 2, 1};
+  std::vector<tile_visit> blocks_first, groups_first;
+  for (int b = 0; b < blocks; ++b) {
+    for (int pass = 0; pass < 3; ++pass)
+      blocks_first.push_back({b * mr::cpu::block_rows, pass, tokens_of_pass[pass], 1});
+  }
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int b = 0; b < blocks; ++b)
+      groups_first.push_back({b * mr::cpu::block_rows, pass, tokens_of_pass[pass], blocks});
+  }
+  visits.clear();
+  mr::cpu::sweep_rows(recording_kernel<true>{}, matrix.data(), 0, rows, cols, x.data(), cols, m, out.data(), rows);
+  CHECK(visits == blocks_first);
+  visits.clear();
+  mr::cpu::sweep_rows(recording_kernel<false>{}, matrix.data(), 0, rows, cols, x.data(), cols, m, out.data(), rows);
+  CHECK(visits == groups_first);
+}
+}  // namespace

@@ -5,18 +5,26 @@
 /// `tile_tokens_of(kernel)` (a tile), by the kernel's `multiply_tile` (one overload per tag,
 /// compiled for its ISA).
 ///
-/// The token group is the outer loop and the blocks the inner one: the first group sweeps
-/// every block of the item, and each later group sweeps them all again. Each weight row is read
-/// from memory once per call whatever the token count: an item's rows (32 x d x 2 bytes,
-/// 128 KiB for gate and up at d = 2048 in bfloat16) stay in L2 for the later groups, while
-/// the group's activation rows (at most 6 x d x 2 bytes in bfloat16, 4 x d x 4 in float) stay
-/// in L1 for the whole item. The other order (every group over one block before the next
-/// block) kept the block in L1 but read a busy expert's activations from L2 at every tile: 22
-/// tokens of d = 2048 are 88 KiB, more than Zen 5's 48 KiB L1.
+/// Each weight row is read from memory once per call whatever the token count, in one of two
+/// orders (`sweeps_block_by_block`, per kernel):
+///   - token groups first (every other kernel): the first group sweeps every block of the
+///     item, and each later group sweeps them all again. An item's rows (32 x d x 2 bytes,
+///     128 KiB for gate and up at d = 2048 in bfloat16) stay in L2 for the later groups, the
+///     group's activation rows (at most 6 x d x 2 bytes in bfloat16) in L1 for the whole item.
+///     Blocks first read a busy expert's activations from L2 at every tile instead: 22 tokens
+///     of d = 2048 are 88 KiB, more than Zen 5's 48 KiB L1 (measured on Zen 5 then).
+///   - blocks first (the AVX2 kernel of bfloat16 weights): every group over one block before
+///     the next, and the second group asks for the next block's rows while it computes. So
+///     each block's reads overlap the previous block's compute, where the other order streams
+///     the item in its first pass and computes the later ones with the memory mostly idle (our
+///     reading). On Zen 3 the layer took 0.92-0.96 of the time at n = 16 in three runs and
+///     0.91-0.99 at n = 64, with compute alone unchanged (docs/benchmarks/executor_zen3.md). A
+///     tile of 2 tokens' float activations is 16 KiB, read from L1 or L2 in either order.
 ///
 /// While the first group works through a block, the kernel prefetches ahead along each row and
 /// on into the same row of the next block, so memory keeps streaming through the block's
-/// epilogue; the second group asks for the next item's rows while it computes (`prefetch_step`).
+/// epilogue; the second group asks for the rows the core takes next while it computes
+/// (`prefetch_step`).
 ///
 /// Gate and up are swept together (two rows of each per block), and the SwiGLU activation
 /// of each (row, token) is written as soon as both sums exist: no pass over a float buffer
@@ -39,13 +47,14 @@ inline constexpr int max_tile_tokens = 6;
 
 /// A block of weight rows for `multiply_tile`, with how far (in bytes) each row is from the
 /// same row of the next block, where the prefetches go once they run past the row's end; how
-/// many blocks its sweep has (the same row that many blocks on is the next item's); and
-/// which pass of the token groups over the sweep this is (`prefetch_step`).
+/// many blocks on the second pass asks for the same rows (the rows the core works on after
+/// the ones it has now: `sweep_blocks`); and which pass of the token groups over the block
+/// this is (`prefetch_step`).
 template <class Weight>
 struct row_block {
   const Weight* rows[block_rows] = {};
   std::ptrdiff_t next_block_bytes = 0;
-  int sweep_blocks = 1;
+  int run_ahead_blocks = 1;
   int pass = 0;
 };
 
@@ -77,12 +86,11 @@ enum class prefetch_mode { stream, run_ahead, none };
 /// column step), for the pass `Mode` of the token groups over the sweep (`with_prefetch_mode`):
 ///   - the first pass streams the rows: `prefetch_bytes` ahead along each row, and from the
 ///     row's end on into the next block's row (into L1: the kernel reads it next);
-///   - the second pass (an expert with more tokens than one tile) finds the sweep's rows in L2
-///     and would leave memory idle while it computes, and one core alone cannot draw the
-///     machine's bandwidth, so at each 64 bytes of columns it asks for the same row
-///     `sweep_blocks` blocks on, into L2: over the pass, the rows of the next work item (the
-///     same expert's next rows, which the parallel loop mostly hands the same core next), whose
-///     first pass then finds them in L2 and only computes;
+///   - the second pass (an expert with more tokens than one tile) finds the rows in cache and
+///     would leave memory idle while it computes, and one core alone cannot draw the machine's
+///     bandwidth, so at each 64 bytes of columns it asks for the same row `run_ahead_blocks`
+///     blocks on, into L2: the rows the core takes next (`sweep_blocks`), whose first pass then
+///     finds them in L2 and only computes;
 ///   - later passes compute only.
 /// Measured on Zen 5 against prefetching in the first pass only: 0.93 of the time at n = 64,
 /// 0.96 at n = 16 (docs/benchmarks/executor_zen5.md; then with the blocks the outer loop and
@@ -107,7 +115,7 @@ template <prefetch_mode Mode, class Weight>
 /// How far (in bytes) from each row's element `c` of a `cols`-long row the pass `Mode`
 /// prefetches (`prefetch_lines`): in the first pass `prefetch_bytes` along the row, or, within
 /// that distance of the row's end, to as far past the end in the next block's row; in the
-/// second pass to the same column `sweep_blocks` blocks on. It depends on `c`, `cols` and the
+/// second pass to the same column `run_ahead_blocks` blocks on. It depends on `c`, `cols` and the
 /// block's distances alone, not on the row, so a kernel asks once per step of its column loop,
 /// and GCC splits that loop where the first pass's distance changes. Asked per row and prefetch
 /// instead (until 2026-11-28), behind a branch, the prefetches took more instructions than the
@@ -121,7 +129,7 @@ template <prefetch_mode Mode, class Weight>
   if constexpr (Mode == prefetch_mode::stream) {
     return c + ahead < cols ? ahead * size : block.next_block_bytes + (ahead - cols) * size;
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
-    return block.sweep_blocks * block.next_block_bytes;
+    return block.run_ahead_blocks * block.next_block_bytes;
   } else {
     return 0;
   }
@@ -163,12 +171,14 @@ struct block_extent {
 };
 
 /// Multiplies the sweep's rows [row_begin, row_end), in blocks of `rows_per_block`, by `m`
-/// activation rows, token group by token group, every block in each (see the file comment).
+/// activation rows in token groups: each group over every block, or, for a kernel that
+/// `sweeps_block_by_block`, every group over each block (see the file comment).
 /// `block_at(extent)` points a `row_block`'s rows at a block's; the sweep sets the fields that
-/// follow from its shape (the next block's distance, the block count, the pass). The groups
-/// are at most the kernel's tile of tokens and as even as they come (7 tokens in tiles of 4 and
-/// 3, not 6 and 1: a tile of one token leaves the multiply-add units mostly waiting). Each
-/// tile's sums go to `take(extent, first_token, tokens, sums)`.
+/// follow from its shape and order (the next block's distance, how far on the second pass
+/// prefetches, the pass). The groups are at most the kernel's tile of tokens and as even as
+/// they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one token leaves the
+/// multiply-add units mostly waiting). Each tile's sums go to
+/// `take(extent, first_token, tokens, sums)`.
 template <class Kernel, class Input, class BlockAt, class Take>
 void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block, int cols, const Input* x,
                   std::ptrdiff_t x_stride, int m, BlockAt&& block_at, Take&& take) {
@@ -176,19 +186,27 @@ void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block,
   static_assert(group >= 1 && group <= max_tile_tokens, "a kernel's tile of tokens must fit in tile_sums");
   const int blocks = (row_end - row_begin + rows_per_block - 1) / rows_per_block;
   const int passes = (m + group - 1) / group;
-  for (int pass = 0, t0 = 0; pass < passes; ++pass) {
-    const int tokens = m / passes + (pass < m % passes ? 1 : 0);
+  const auto tile = [&](int first, int pass, int t0, int tokens) {
+    const block_extent rows{first, std::min(rows_per_block, row_end - first)};
+    auto block = block_at(rows);
+    block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(*block.rows[0])};
+    // What the core takes after this block's passes: the next block, or, when every group
+    // sweeps all blocks, the same block of the next item (the same row `blocks` blocks on).
+    block.run_ahead_blocks = sweeps_block_by_block<Kernel> ? 1 : blocks;
+    block.pass = pass;
+    tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
+    multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
+    take(rows, t0, tokens, sums);
+  };
+  const auto group_tokens = [&](int pass) { return m / passes + (pass < m % passes ? 1 : 0); };
+  if constexpr (sweeps_block_by_block<Kernel>) {
     for (int first = row_begin; first < row_end; first += rows_per_block) {
-      const block_extent rows{first, std::min(rows_per_block, row_end - first)};
-      auto block = block_at(rows);
-      block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(*block.rows[0])};
-      block.sweep_blocks = blocks;
-      block.pass = pass;
-      tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
-      multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
-      take(rows, t0, tokens, sums);
+      for (int pass = 0, t0 = 0; pass < passes; t0 += group_tokens(pass++)) tile(first, pass, t0, group_tokens(pass));
     }
-    t0 += tokens;
+  } else {
+    for (int pass = 0, t0 = 0; pass < passes; t0 += group_tokens(pass++)) {
+      for (int first = row_begin; first < row_end; first += rows_per_block) tile(first, pass, t0, group_tokens(pass));
+    }
   }
 }
 
