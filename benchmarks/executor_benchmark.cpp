@@ -255,10 +255,10 @@ void tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
   }
 }
 
-// One gate/up work item for `tokens` tokens, as the executor sweeps it (`sweep_gate_up`: every
-// block of 2 gate and 2 up rows for each token group, SwiGLU on each tile's sums). The matrices
-// hold the next item's rows as well, so the second token pass's run-ahead prefetches land on
-// weights, as they do in a layer.
+// One gate/up work item for `tokens` tokens, as the executor sweeps it (`sweep_gate_up`: blocks
+// of 2 gate and 2 up rows by token groups, in the kernel's order, SwiGLU on each tile's sums).
+// The matrices hold the next item's rows as well, so the second token pass's run-ahead
+// prefetches land on weights, as they do in a layer.
 template <class Kernel>
 void item_in_cache(benchmark::State& state, int tokens) {
   using input = input_of<Kernel>;

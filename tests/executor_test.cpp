@@ -696,12 +696,13 @@ namespace sweep_order_test {
 struct tile_visit {
   std::ptrdiff_t first_row;
   int pass;
+  std::ptrdiff_t first_token;  // which activation rows the tile was handed
   int tokens;
   int run_ahead_blocks;
-  bool operator==(const tile_visit&) const = default;
 };
 std::vector<tile_visit> visits;
 const float* matrix_start = nullptr;
+const float* x_start = nullptr;
 constexpr int cols = 64;
 
 template <bool BlockByBlock>
@@ -711,9 +712,10 @@ constexpr int tile_tokens_of(recording_kernel<BlockByBlock>) noexcept {
   return 2;
 }
 template <bool BlockByBlock>
-void multiply_tile(recording_kernel<BlockByBlock>, const mr::cpu::row_block<float>& block, int, const float*,
-                   std::ptrdiff_t, int tokens, mr::cpu::tile_sums&) {
-  visits.push_back({(block.rows[0] - matrix_start) / cols, block.pass, tokens, block.run_ahead_blocks});
+void multiply_tile(recording_kernel<BlockByBlock>, const mr::cpu::row_block<float>& block, int, const float* x,
+                   std::ptrdiff_t x_stride, int tokens, mr::cpu::tile_sums&) {
+  visits.push_back(
+      {(block.rows[0] - matrix_start) / cols, block.pass, (x - x_start) / x_stride, tokens, block.run_ahead_blocks});
 }
 }  // namespace sweep_order_test
 }  // namespace
@@ -724,26 +726,36 @@ inline constexpr bool moe_routing::cpu::sweeps_block_by_block<sweep_order_test::
 namespace {
 TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass asking for the rows taken next") {
   using namespace sweep_order_test;
-  constexpr int rows = 12, blocks = rows / mr::cpu::block_rows, m = 5;
+  // 10 rows: blocks at rows 0, 4 and 8 (the last one short). 5 tokens in tiles of at most 2:
+  // passes of 2, 2 and 1 tokens, from activation rows 0, 2 and 4.
+  constexpr int rows = 10, m = 5;
   std::vector<float> matrix(static_cast<std::size_t>(rows) * cols), x(static_cast<std::size_t>(m) * cols),
       out(static_cast<std::size_t>(m) * rows);
   matrix_start = matrix.data();
-  // 5 tokens in tiles of at most 2: three passes of 2, 2 and 1 tokens.
-  const int tokens_of_pass[] = {2, 2, 1};
-  std::vector<tile_visit> blocks_first, groups_first;
-  for (int b = 0; b < blocks; ++b) {
-    for (int pass = 0; pass < 3; ++pass)
-      blocks_first.push_back({b * mr::cpu::block_rows, pass, tokens_of_pass[pass], 1});
-  }
-  for (int pass = 0; pass < 3; ++pass) {
-    for (int b = 0; b < blocks; ++b)
-      groups_first.push_back({b * mr::cpu::block_rows, pass, tokens_of_pass[pass], blocks});
-  }
+  x_start = x.data();
+  // {first row, pass, first token, tokens, run-ahead blocks}, written out.
+  const std::vector<tile_visit> blocks_first = {{0, 0, 0, 2, 1}, {0, 1, 2, 2, 1}, {0, 2, 4, 1, 1},
+                                                {4, 0, 0, 2, 1}, {4, 1, 2, 2, 1}, {4, 2, 4, 1, 1},
+                                                {8, 0, 0, 2, 1}, {8, 1, 2, 2, 1}, {8, 2, 4, 1, 1}};
+  const std::vector<tile_visit> groups_first = {{0, 0, 0, 2, 3}, {4, 0, 0, 2, 3}, {8, 0, 0, 2, 3},
+                                                {0, 1, 2, 2, 3}, {4, 1, 2, 2, 3}, {8, 1, 2, 2, 3},
+                                                {0, 2, 4, 1, 3}, {4, 2, 4, 1, 3}, {8, 2, 4, 1, 3}};
+  const auto check_visits = [&](const std::vector<tile_visit>& want) {
+    REQUIRE(visits.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(i);  // field by field, so a failure names the tile and what differs
+      CHECK(visits[i].first_row == want[i].first_row);
+      CHECK(visits[i].pass == want[i].pass);
+      CHECK(visits[i].first_token == want[i].first_token);
+      CHECK(visits[i].tokens == want[i].tokens);
+      CHECK(visits[i].run_ahead_blocks == want[i].run_ahead_blocks);
+    }
+  };
   visits.clear();
   mr::cpu::sweep_rows(recording_kernel<true>{}, matrix.data(), 0, rows, cols, x.data(), cols, m, out.data(), rows);
-  CHECK(visits == blocks_first);
+  check_visits(blocks_first);
   visits.clear();
   mr::cpu::sweep_rows(recording_kernel<false>{}, matrix.data(), 0, rows, cols, x.data(), cols, m, out.data(), rows);
-  CHECK(visits == groups_first);
+  check_visits(groups_first);
 }
 }  // namespace

@@ -64,10 +64,10 @@ template <class Kernel>
 inline constexpr bool takes_paired_activations = std::same_as<Kernel, avx2_bf16_kernel>;
 
 /// Whether the kernel's sweep takes every token group over one block of rows before the next
-/// block (`sweep_blocks`), instead of each group over every block. Each order was measured on
-/// the CPUs its kernels run on: blocks first for the AVX2 kernel of bfloat16 weights (Zen 3),
-/// token groups first for the others (the AVX-512 ones measured on Zen 5;
-/// docs/benchmarks/executor_zen3.md).
+/// block (`sweep_blocks`), instead of each group over every block. Blocks first was measured
+/// faster for the AVX2 kernel of bfloat16 weights on Zen 3, token groups first for the AVX-512
+/// kernels on Zen 5 (docs/benchmarks/executor_zen3.md, executor_zen5.md); the AVX2 widening
+/// and portable kernels keep token groups first, unmeasured either way.
 template <class Kernel>
 inline constexpr bool sweeps_block_by_block = std::same_as<Kernel, avx2_bf16_kernel>;
 

@@ -17,9 +17,11 @@
 ///     the next, and the second group asks for the next block's rows while it computes. So
 ///     each block's reads overlap the previous block's compute, where the other order streams
 ///     the item in its first pass and computes the later ones with the memory mostly idle (our
-///     reading). On Zen 3 the layer took 0.92-0.96 of the time at n = 16 in three runs and
-///     0.91-0.99 at n = 64, with compute alone unchanged (docs/benchmarks/executor_zen3.md). A
-///     tile of 2 tokens' float activations is 16 KiB, read from L1 or L2 in either order.
+///     reading). On Zen 3 the layer took 0.92-0.94 of the time at n = 16 in the two runs whose
+///     controls held (0.96 in a third), 0.91-0.99 at n = 64, and compute alone at n = 16 did not
+///     move (docs/benchmarks/executor_zen3.md). An expert of 4 or more tokens now reads its
+///     float activations (8 KiB a token at d = 2048) from L2 at every block, where it read the
+///     item's weights from L2 at every later pass before.
 ///
 /// While the first group works through a block, the kernel prefetches ahead along each row and
 /// on into the same row of the next block, so memory keeps streaming through the block's
@@ -85,7 +87,8 @@ enum class prefetch_mode { stream, run_ahead, none };
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
 /// column step), for the pass `Mode` of the token groups over the sweep (`with_prefetch_mode`):
 ///   - the first pass streams the rows: `prefetch_bytes` ahead along each row, and from the
-///     row's end on into the next block's row (into L1: the kernel reads it next);
+///     row's end on into the next block's row (into L1: with one token group, or the groups
+///     first, the kernel reads it next);
 ///   - the second pass (an expert with more tokens than one tile) finds the rows in cache and
 ///     would leave memory idle while it computes, and one core alone cannot draw the machine's
 ///     bandwidth, so at each 64 bytes of columns it asks for the same row `run_ahead_blocks`
@@ -190,8 +193,9 @@ void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block,
     const block_extent rows{first, std::min(rows_per_block, row_end - first)};
     auto block = block_at(rows);
     block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(*block.rows[0])};
-    // What the core takes after this block's passes: the next block, or, when every group
-    // sweeps all blocks, the same block of the next item (the same row `blocks` blocks on).
+    // Where the second pass asks: blocks first, the next block, which this core takes next;
+    // token groups first, the same block of the next item (`blocks` blocks on), which the
+    // parallel loop mostly hands the same core after this item's passes.
     block.run_ahead_blocks = sweeps_block_by_block<Kernel> ? 1 : blocks;
     block.pass = pass;
     tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
