@@ -189,7 +189,11 @@ void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block,
   static_assert(group >= 1 && group <= max_tile_tokens, "a kernel's tile of tokens must fit in tile_sums");
   const int blocks = (row_end - row_begin + rows_per_block - 1) / rows_per_block;
   const int passes = (m + group - 1) / group;
-  const auto tile = [&](int first, int pass, int t0, int tokens) {
+  // Pass p takes `tokens_of(p)` tokens from `first_token_of(p)` on: the first m % passes
+  // passes one more than the rest.
+  const auto tokens_of = [&](int pass) { return m / passes + (pass < m % passes ? 1 : 0); };
+  const auto first_token_of = [&](int pass) { return pass * (m / passes) + std::min(pass, m % passes); };
+  const auto tile = [&](int first, int pass) {
     const block_extent rows{first, std::min(rows_per_block, row_end - first)};
     auto block = block_at(rows);
     block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(*block.rows[0])};
@@ -198,18 +202,18 @@ void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block,
     // parallel loop mostly hands the same core after this item's passes.
     block.run_ahead_blocks = sweeps_block_by_block<Kernel> ? 1 : blocks;
     block.pass = pass;
+    const int t0 = first_token_of(pass), tokens = tokens_of(pass);
     tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
     multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
     take(rows, t0, tokens, sums);
   };
-  const auto group_tokens = [&](int pass) { return m / passes + (pass < m % passes ? 1 : 0); };
   if constexpr (sweeps_block_by_block<Kernel>) {
     for (int first = row_begin; first < row_end; first += rows_per_block) {
-      for (int pass = 0, t0 = 0; pass < passes; t0 += group_tokens(pass++)) tile(first, pass, t0, group_tokens(pass));
+      for (int pass = 0; pass < passes; ++pass) tile(first, pass);
     }
   } else {
-    for (int pass = 0, t0 = 0; pass < passes; t0 += group_tokens(pass++)) {
-      for (int first = row_begin; first < row_end; first += rows_per_block) tile(first, pass, t0, group_tokens(pass));
+    for (int pass = 0; pass < passes; ++pass) {
+      for (int first = row_begin; first < row_end; first += rows_per_block) tile(first, pass);
     }
   }
 }
