@@ -224,7 +224,6 @@ MOE_ROUTING_TARGET_AVX512 int place_by_rank(const std::uint32_t* orders, const s
     key_vectors[v] = _mm512_maskz_mov_epi32(wanted, short_keys<Element>(order, id));
     _mm512_store_si512(keys + value_lanes * v, key_vectors[v]);
   }
-  int placed[max_top_k + 1];  // slot `count` takes the candidates ranked count or later
   int rank_sum = 0;
   int ranks[value_lanes * Vectors];
   for (int c = 0; c < found; ++c) {
@@ -237,20 +236,7 @@ MOE_ROUTING_TARGET_AVX512 int place_by_rank(const std::uint32_t* orders, const s
     rank_sum += rank;
     ranks[c] = rank;
   }
-  // Placed apart from the ranking, by a minimum rather than a branch (which ranks fall
-  // short is random): a store to a rank-dependent address inside the loop measured 1.4x
-  // slower.
-  for (int c = 0; c < found; ++c) placed[std::min(ranks[c], count)] = c;
-  if constexpr (std::is_same_v<Element, float>) {
-    // Distinct keys rank the wanted 0..kept-1 and the others `kept`; tied keys share the
-    // lower rank, so a tie makes the sum smaller.
-    if (rank_sum != kept * (kept - 1) / 2 + (found - kept) * kept) return -1;
-  }
-  const int placed_count = kept < count ? kept : count;
-  for (int j = 0; j < placed_count; ++j) {
-    top_keys[j] = order_rank_key(orders[placed[j]], static_cast<int>(ids[placed[j]]));
-  }
-  return placed_count;
+  return place_ranked<Element>(orders, ids, ranks, found, kept, rank_sum, count, top_keys);
 }
 
 /// Step 3 for `found <= rank_candidates` candidates (`orders` and `ids` readable up to

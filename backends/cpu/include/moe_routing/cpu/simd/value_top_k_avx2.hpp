@@ -225,18 +225,7 @@ MOE_ROUTING_TARGET_AVX2 int place_by_rank_avx2(const std::uint32_t* orders, cons
     ranks[c] = std::popcount(larger);  // those not wanted (key 0) rank at `kept`
     rank_sum += ranks[c];
   }
-  if constexpr (std::is_same_v<Element, float>) {
-    // Distinct keys rank the wanted 0..kept-1 and the others `kept`; tied keys share the
-    // lower rank, so a tie makes the sum smaller.
-    if (rank_sum != kept * (kept - 1) / 2 + (found - kept) * kept) return -1;
-  }
-  int placed[max_top_k + 1];  // slot `count` takes the candidates ranked count or later
-  for (int c = 0; c < found; ++c) placed[ranks[c] < count ? ranks[c] : count] = c;
-  const int placed_count = kept < count ? kept : count;
-  for (int j = 0; j < placed_count; ++j) {
-    top_keys[j] = order_rank_key(orders[placed[j]], static_cast<int>(ids[placed[j]]));
-  }
-  return placed_count;
+  return place_ranked<Element>(orders, ids, ranks, found, kept, rank_sum, count, top_keys);
 }
 
 /// Step 3 for `found <= avx2_rank_candidates` candidates (`orders` and `ids` readable up to
