@@ -2,14 +2,17 @@
 /// \file
 /// What the vector top-k paths (`value_top_k.hpp` for AVX-512, `value_top_k_avx2.hpp` for
 /// AVX2) share about a candidate list, a row's experts as two arrays of rank orders and ids:
-/// the key limit that admits every key, and the exact one-by-one path those paths fall back
-/// on where their branch-free ranking cannot run (tied float keys; on AVX-512 also a count
-/// over 16 with more than 32 experts listed, or more than 32 listed experts at or above the
-/// bound), and the end of their branch-free ranking: the ranked candidates placed.
+/// - `no_key_limit`, the key limit that admits every key;
+/// - `insert_below`, the exact one-by-one path they fall back on where their branch-free
+///   ranking cannot run (tied float keys; on AVX-512 also a count over 16 with more than 32
+///   experts listed, or more than 32 listed experts at or above the bound);
+/// - `place_ranked`, the end of that branch-free ranking: the ranked candidates placed.
 
 #include <cstdint>
 #include <type_traits>
 
+#include "moe_routing/core/config.hpp"
+#include "moe_routing/core/half.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
 
@@ -33,11 +36,12 @@ inline int insert_below(const std::uint32_t* orders, const std::uint32_t* ids, i
 }
 
 /// The end of the branch-free ranking, the same on every vector width: `ranks[c]` says how many
-/// of the `found` candidates' short keys exceed candidate c's (those above the limit have key 0
-/// and rank `kept`, the number below it; `rank_sum` is the ranks' total). Writes the keys of the
-/// best min(kept, count) in rank order and returns how many, or returns -1, having written
-/// nothing, when two float keys tie (their short keys hold no expert to break the tie; the
-/// caller then inserts one by one). Needs count <= `max_top_k`.
+/// of the `found` candidates' short keys exceed candidate c's. Candidates not below the caller's
+/// key limit have short key 0 and so rank `kept`, the number that are below it; `rank_sum` is the
+/// ranks' total. Writes the keys of the best min(kept, count) in rank order and returns how many,
+/// or returns -1, having written nothing, when two kept candidates' float keys tie (their short
+/// keys hold no expert to break the tie; the caller then inserts one by one). Needs count <=
+/// `max_top_k`.
 template <score_element Element>
 [[gnu::always_inline]] inline int place_ranked(const std::uint32_t* orders, const std::uint32_t* ids, const int* ranks,
                                                int found, int kept, int rank_sum, int count,
@@ -49,7 +53,8 @@ template <score_element Element>
   }
   int placed[max_top_k + 1];  // slot `count` takes the candidates ranked count or later
   // Placed apart from the ranking, by a minimum rather than a branch (which ranks fall short is
-  // random): a store to a rank-dependent address inside the ranking loop measured 1.4x slower.
+  // random): a store to a rank-dependent address inside the ranking loop measured 1.4x slower
+  // (on the AVX-512 path).
   for (int c = 0; c < found; ++c) placed[ranks[c] < count ? ranks[c] : count] = c;
   const int placed_count = kept < count ? kept : count;
   for (int j = 0; j < placed_count; ++j) {
