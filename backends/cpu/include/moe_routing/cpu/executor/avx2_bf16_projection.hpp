@@ -29,6 +29,7 @@
 #include "moe_routing/cpu/executor/pair_order.hpp"
 #include "moe_routing/cpu/executor/row_sweep.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
+#include "moe_routing/cpu/simd/keep_in_register.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
 namespace moe_routing::cpu {
@@ -46,7 +47,7 @@ struct split_columns {
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX2 inline split_columns split_pairs(const bfloat16* p,
                                                                                 __m256 top_halves) noexcept {
   __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  asm("" : "+x"(v));  // one load for both halves: GCC 12 otherwise loads again for the mask
+  keep_in_register(v);  // one load for both halves: GCC 12 otherwise loads again for the mask
   return {_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_and_ps(_mm256_castsi256_ps(v), top_halves)};
 }
 
@@ -69,7 +70,8 @@ template <int Tokens, int Chains>
   for (int t = 0; t < Tokens; ++t) {
     even_x[t] = _mm256_loadu_ps(x + t * x_stride + c);
     odd_x[t] = _mm256_loadu_ps(x + t * x_stride + c + half);
-    asm("" : "+x"(even_x[t]), "+x"(odd_x[t]));  // kept in registers, not folded into each multiply-add
+    keep_in_register(even_x[t]);  // not folded into each multiply-add
+    keep_in_register(odd_x[t]);
   }
   MOE_ROUTING_UNROLL
   for (int i = 0; i < block_rows; ++i) {

@@ -13,6 +13,7 @@
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/row_sweep.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
+#include "moe_routing/cpu/simd/keep_in_register.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
 namespace moe_routing::cpu {
@@ -58,7 +59,8 @@ MOE_ROUTING_TARGET_AVX2 void avx2_tile(const row_block<Weight>& block, int cols,
     for (int i = 0; i < block_rows; ++i) w[i] = load_widened8(block.rows[i] + c);
     MOE_ROUTING_UNROLL
     for (int t = 0; t < Tokens; ++t) {
-      const __m256 xt = _mm256_loadu_ps(x + t * x_stride + c);
+      __m256 xt = _mm256_loadu_ps(x + t * x_stride + c);
+      keep_in_register(xt);  // one load for the block's rows, not one per multiply-add
       MOE_ROUTING_UNROLL
       for (int i = 0; i < block_rows; ++i) acc[i][t] = _mm256_fmadd_ps(w[i], xt, acc[i][t]);
     }

@@ -16,6 +16,7 @@
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
 #include "moe_routing/cpu/simd/four_lane_sums.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
+#include "moe_routing/cpu/simd/keep_in_register.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
 MOE_ROUTING_AVX512_WARNINGS_OFF
@@ -31,16 +32,6 @@ MOE_ROUTING_TARGET_AVX512_BF16 inline __m512bh load_pairs(const bfloat16* p, __m
   return (__m512bh)_mm512_maskz_loadu_epi16(lanes, p);
 }
 
-/// Hides where `v` came from, so the compiler cannot read it from the weight row again and
-/// keeps it for every later use. GCC 12 otherwise chose, in the 3-token tile only, to load
-/// each weight vector once per token (15 loads for 12 vdpbf16ps, where the core issues about
-/// one 64-byte load per two vdpbf16ps): that tile ran 2.7-4.3 G vdpbf16ps per second in L1
-/// while the 2- and 4-token ones ran 4.2-4.7 and 6.4; with it, 6.0-6.1
-/// (docs/benchmarks/executor_zen5.md).
-[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void keep_in_register(__m512bh& v) noexcept {
-  asm("" : "+v"(v));
-}
-
 /// One step of a tile: the 32 columns from `c` on that `valid` holds.
 template <int Tokens, prefetch_mode Mode>
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void bf16_step(__m512 (&acc)[block_rows][Tokens],
@@ -53,7 +44,12 @@ template <int Tokens, prefetch_mode Mode>
   MOE_ROUTING_UNROLL
   for (int i = 0; i < block_rows; ++i) {
     w[i] = load_pairs(block.rows[i] + c, valid);
-    if constexpr (Tokens > 1) keep_in_register(w[i]);  // used once per token
+    // Used once per token. GCC 12 otherwise chose, in the 3-token tile only, to load each
+    // weight vector once per token (15 loads for 12 vdpbf16ps, where the core issues about one
+    // 64-byte load per two vdpbf16ps): that tile ran 2.7-4.3 G vdpbf16ps per second in L1 while
+    // the 2- and 4-token ones ran 4.2-4.7 and 6.4; with it, 6.0-6.1
+    // (docs/benchmarks/executor_zen5.md).
+    if constexpr (Tokens > 1) keep_in_register(w[i]);
   }
   MOE_ROUTING_UNROLL
   for (int t = 0; t < Tokens; ++t) {

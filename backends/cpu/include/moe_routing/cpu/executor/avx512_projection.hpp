@@ -15,6 +15,7 @@
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
 #include "moe_routing/cpu/simd/four_lane_sums.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
+#include "moe_routing/cpu/simd/keep_in_register.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
 MOE_ROUTING_AVX512_WARNINGS_OFF
@@ -51,7 +52,8 @@ template <int Tokens, prefetch_mode Mode, class Weight>
   for (int i = 0; i < block_rows; ++i) w[i] = load_widened(block.rows[i] + c, valid);
   MOE_ROUTING_UNROLL
   for (int t = 0; t < Tokens; ++t) {
-    const __m512 xt = _mm512_maskz_loadu_ps(valid, x + t * x_stride + c);
+    __m512 xt = _mm512_maskz_loadu_ps(valid, x + t * x_stride + c);
+    keep_in_register(xt);  // one load for the block's rows, not one per multiply-add
     MOE_ROUTING_UNROLL
     for (int i = 0; i < block_rows; ++i) acc[i][t] = _mm512_fmadd_ps(w[i], xt, acc[i][t]);
   }

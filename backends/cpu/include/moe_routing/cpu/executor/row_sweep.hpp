@@ -38,6 +38,7 @@
 #include <type_traits>
 
 #include "moe_routing/core/half.hpp"
+#include "moe_routing/cpu/executor/compiled_for_kernel.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/pair_order.hpp"
 
@@ -183,17 +184,20 @@ struct block_extent {
 /// multiply-add units mostly waiting). Each tile's sums go to
 /// `take(extent, first_token, tokens, sums)`.
 template <class Kernel, class Input, class BlockAt, class Take>
-void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block, int cols, const Input* x,
-                  std::ptrdiff_t x_stride, int m, BlockAt&& block_at, Take&& take) {
+[[gnu::always_inline]] inline void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block, int cols,
+                                                const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,
+                                                Take&& take) {
   constexpr int group = tile_tokens_of(Kernel{});
   static_assert(group >= 1 && group <= max_tile_tokens, "a kernel's tile of tokens must fit in tile_sums");
   const int blocks = (row_end - row_begin + rows_per_block - 1) / rows_per_block;
   const int passes = (m + group - 1) / group;
   // Pass p takes `tokens_of(p)` tokens from `first_token_of(p)` on: the first m % passes
   // passes one more than the rest.
-  const auto tokens_of = [&](int pass) { return m / passes + (pass < m % passes ? 1 : 0); };
-  const auto first_token_of = [&](int pass) { return pass * (m / passes) + std::min(pass, m % passes); };
-  const auto tile = [&](int first, int pass) {
+  const auto tokens_of = [&](int pass) MOE_ROUTING_INLINE_LAMBDA { return m / passes + (pass < m % passes ? 1 : 0); };
+  const auto first_token_of = [&](int pass) MOE_ROUTING_INLINE_LAMBDA {
+    return pass * (m / passes) + std::min(pass, m % passes);
+  };
+  const auto tile = [&](int first, int pass) MOE_ROUTING_INLINE_LAMBDA {
     const block_extent rows{first, std::min(rows_per_block, row_end - first)};
     auto block = block_at(rows);
     block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(*block.rows[0])};
@@ -223,17 +227,19 @@ void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block,
 template <class Kernel, class Weight, class Input>
 void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end, int cols, const Input* x,
                 std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
-  const auto block_at = [&](block_extent rows) {
-    row_block<Weight> block;
-    for (int i = 0; i < block_rows; ++i) block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
-    return block;
-  };
-  const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
-    for (int t = 0; t < tokens; ++t) {
-      for (int i = 0; i < rows.count; ++i) out[(t0 + t) * out_stride + rows.first + i] = sums[i][t];
-    }
-  };
-  sweep_blocks(kernel, row_begin, row_end, block_rows, cols, x, x_stride, m, block_at, take);
+  compiled_for(kernel, [&]() MOE_ROUTING_INLINE_LAMBDA {
+    const auto block_at = [&](block_extent rows) MOE_ROUTING_INLINE_LAMBDA {
+      row_block<Weight> block;
+      for (int i = 0; i < block_rows; ++i) block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
+      return block;
+    };
+    const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) MOE_ROUTING_INLINE_LAMBDA {
+      for (int t = 0; t < tokens; ++t) {
+        for (int i = 0; i < rows.count; ++i) out[(t0 + t) * out_stride + rows.first + i] = sums[i][t];
+      }
+    };
+    sweep_blocks(kernel, row_begin, row_end, block_rows, cols, x, x_stride, m, block_at, take);
+  });
 }
 
 /// Gate and up rows [row_begin, row_end) (each matrix `cols` wide) times `m` activation rows:
@@ -244,50 +250,52 @@ template <class Kernel, class Weight, class Input, class Output, class Activatio
 void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_begin, int row_end, int cols,
                    const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride, int act_cols,
                    Activation&& activation, Store&& store) {
-  constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
-  static_assert(block_rows == 2 * pair_rows, "a block holds as many gate rows as up rows");
-  const auto block_at = [&](block_extent rows) {
-    row_block<Weight> block;
-    for (int i = 0; i < pair_rows; ++i) {
-      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
-      block.rows[i] = gate + at;
-      block.rows[pair_rows + i] = up + at;
-    }
-    return block;
-  };
-  const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) {
-    // Every (gate row, token) lane of the kernel's tile, used or not (the unused hold zeros),
-    // activated and converted in one loop over flat arrays, which the compiler vectorizes.
-    // Indexed as [row][token], the loop was not vectorized (a "complicated access pattern").
-    // When each value was converted as it was stored, the conversion stayed scalar: with it in
-    // the loop, a gate/up pass of 6 tokens takes 0.94 of the time on Zen 5 and one of 12 or 24
-    // tokens 0.90 (`item/avx512_bf16/gate_up` in the executor benchmark). The arrays hold the
-    // kernel's own tile (4 lanes for a 2-token tile, 12 padded to 16 for a 6-token one): with
-    // 16 lanes for every kernel (12 unused by a 2-token tile), a profile of the compute at n = 64
-    // on Zen 3 had 24% of its samples in the gate/up pass outside the tiles, 8.8% with the
-    // tile's own lanes (docs/benchmarks/executor_zen3.md). Then only the tile's own
-    // values are stored.
-    constexpr int group = tile_tokens_of(Kernel{});
-    constexpr int lanes = pair_rows * group, padded_lanes = lanes <= 8 ? (lanes + 3) / 4 * 4 : 16;
-    static_assert(lanes <= padded_lanes);
-    float gate_sums[padded_lanes] = {}, up_sums[padded_lanes] = {};
-    Output values[padded_lanes];
-    for (int i = 0; i < pair_rows; ++i) {
-      for (int t = 0; t < group; ++t) {
-        gate_sums[i * group + t] = sums[i][t];
-        up_sums[i * group + t] = sums[pair_rows + i][t];
+  compiled_for(kernel, [&]() MOE_ROUTING_INLINE_LAMBDA {
+    constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
+    static_assert(block_rows == 2 * pair_rows, "a block holds as many gate rows as up rows");
+    const auto block_at = [&](block_extent rows) MOE_ROUTING_INLINE_LAMBDA {
+      row_block<Weight> block;
+      for (int i = 0; i < pair_rows; ++i) {
+        const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
+        block.rows[i] = gate + at;
+        block.rows[pair_rows + i] = up + at;
       }
-    }
-    for (int j = 0; j < padded_lanes; ++j) values[j] = store(activation(gate_sums[j], up_sums[j]));
-    for (int t = 0; t < tokens; ++t) {
-      Output* row = act + (t0 + t) * act_stride;
-      for (int i = 0; i < rows.count; ++i) {
-        const int at = takes_paired_activations<Kernel> ? paired_column(rows.first + i, act_cols) : rows.first + i;
-        row[at] = values[i * group + t];
+      return block;
+    };
+    const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) MOE_ROUTING_INLINE_LAMBDA {
+      // Every (gate row, token) lane of the kernel's tile, used or not (the unused hold zeros),
+      // activated and converted in one loop over flat arrays, which the compiler vectorizes.
+      // Indexed as [row][token], the loop was not vectorized (a "complicated access pattern").
+      // When each value was converted as it was stored, the conversion stayed scalar: with it in
+      // the loop, a gate/up pass of 6 tokens takes 0.94 of the time on Zen 5 and one of 12 or 24
+      // tokens 0.90 (`item/avx512_bf16/gate_up` in the executor benchmark). The arrays hold the
+      // kernel's own tile (4 lanes for a 2-token tile, 12 padded to 16 for a 6-token one): with
+      // 16 lanes for every kernel (12 unused by a 2-token tile), a profile of the compute at n = 64
+      // on Zen 3 had 24% of its samples in the gate/up pass outside the tiles, 8.8% with the
+      // tile's own lanes (docs/benchmarks/executor_zen3.md). Then only the tile's own
+      // values are stored.
+      constexpr int group = tile_tokens_of(Kernel{});
+      constexpr int lanes = pair_rows * group, padded_lanes = lanes <= 8 ? (lanes + 3) / 4 * 4 : 16;
+      static_assert(lanes <= padded_lanes);
+      float gate_sums[padded_lanes] = {}, up_sums[padded_lanes] = {};
+      Output values[padded_lanes];
+      for (int i = 0; i < pair_rows; ++i) {
+        for (int t = 0; t < group; ++t) {
+          gate_sums[i * group + t] = sums[i][t];
+          up_sums[i * group + t] = sums[pair_rows + i][t];
+        }
       }
-    }
-  };
-  sweep_blocks(kernel, row_begin, row_end, pair_rows, cols, x, x_stride, m, block_at, take);
+      for (int j = 0; j < padded_lanes; ++j) values[j] = store(activation(gate_sums[j], up_sums[j]));
+      for (int t = 0; t < tokens; ++t) {
+        Output* row = act + (t0 + t) * act_stride;
+        for (int i = 0; i < rows.count; ++i) {
+          const int at = takes_paired_activations<Kernel> ? paired_column(rows.first + i, act_cols) : rows.first + i;
+          row[at] = values[i * group + t];
+        }
+      }
+    };
+    sweep_blocks(kernel, row_begin, row_end, pair_rows, cols, x, x_stride, m, block_at, take);
+  });
 }
 
 }  // namespace moe_routing::cpu

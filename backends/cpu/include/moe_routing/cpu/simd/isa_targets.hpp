@@ -9,9 +9,11 @@
 /// translation unit of a program (the inline functions that dispatch differ with it): define
 /// `MOE_ROUTING_PORTABLE_ONLY` everywhere or nowhere.
 ///
-/// A function marked with one of these can call unmarked functions (the compiler inlines them
-/// into it, compiled for its target) and functions of a lower or equal target; calling it from
-/// an unmarked function is a call, never inlined (the caller dispatches on `cpu_isa()` first).
+/// A function marked with one of these can call unmarked functions and functions of a lower or
+/// equal target; an unmarked function is compiled for its target only where it is inlined
+/// (which `always_inline` makes sure of: `compiled_for_kernel.hpp`), and is otherwise one copy
+/// for the build's target. Calling a marked function from an unmarked one is a call, never
+/// inlined (the caller dispatches on `cpu_isa()` first).
 ///
 /// The kernels also use `MOE_ROUTING_UNROLL` (`core/config.hpp`).
 
