@@ -33,6 +33,14 @@
 #define MOE_ROUTING_UNROLL
 #endif
 
+/// Placed after a lambda's parameter list: its body is always inlined into the caller, so it
+/// is compiled for the caller's target (`cpu/executor/compiled_for_kernel.hpp`).
+#if defined(__GNUC__) || defined(__clang__)
+#define MOE_ROUTING_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define MOE_ROUTING_INLINE_LAMBDA
+#endif
+
 namespace moe_routing {
 
 /// Largest expert count a routing call supports (SPEC section 1). Expert sets are

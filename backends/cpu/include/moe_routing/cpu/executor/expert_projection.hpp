@@ -15,6 +15,7 @@
 #include <execution>
 #include <numeric>
 
+#include "moe_routing/core/config.hpp"
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/cpu/executor/amx_projection.hpp"
 #include "moe_routing/cpu/executor/executor_workspace.hpp"
@@ -39,11 +40,12 @@ void project_gate_up(Kernel kernel, const expert_matrices<Weight>& m, const expe
   if constexpr (takes_bf16_activations<Kernel>) {
     sweep_gate_up(kernel, m.gate, m.up, begin, end, d, buffers.packed_inputs(job), d, job.pairs,
                   buffers.packed_activations(job), buffers.activation_stride, job.width, swiglu,
-                  [](float v) { return to_bfloat16(v); });
+                  [](float v) MOE_ROUTING_INLINE_LAMBDA { return to_bfloat16(v); });
   } else {
     sweep_gate_up(kernel, m.gate, m.up, begin, end, d, buffers.gathered_rows(job), d, job.pairs,
                   buffers.activation_rows(job), buffers.activation_stride, job.width, swiglu,
-                  [round_activations](float v) { return round_activations ? to_float(to_bfloat16(v)) : v; });
+                  [round_activations](float v)
+                      MOE_ROUTING_INLINE_LAMBDA { return round_activations ? to_float(to_bfloat16(v)) : v; });
   }
 }
 

@@ -183,6 +183,7 @@ struct block_extent {
 /// they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one token leaves the
 /// multiply-add units mostly waiting). Each tile's sums go to
 /// `take(extent, first_token, tokens, sums)`.
+/// Always inlined, so that it is compiled for the kernel's target inside `compiled_for`.
 template <class Kernel, class Input, class BlockAt, class Take>
 [[gnu::always_inline]] inline void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block, int cols,
                                                 const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,

@@ -10,9 +10,9 @@
 /// `MOE_ROUTING_PORTABLE_ONLY` everywhere or nowhere.
 ///
 /// A function marked with one of these can call unmarked functions and functions of a lower or
-/// equal target; an unmarked function is compiled for its target only where it is inlined
-/// (which `always_inline` makes sure of: `compiled_for_kernel.hpp`), and is otherwise one copy
-/// for the build's target. Calling a marked function from an unmarked one is a call, never
+/// equal target; an unmarked function is compiled for the marked function's target only where
+/// it is inlined into it (which `always_inline` makes sure of), and is otherwise one copy for
+/// the build's target. Calling a marked function from an unmarked one is a call, never
 /// inlined (the caller dispatches on `cpu_isa()` first).
 ///
 /// The kernels also use `MOE_ROUTING_UNROLL` (`core/config.hpp`).

@@ -9,14 +9,23 @@
 /// on Zen 5 (which GCC 12 takes as `-mtune=znver3`) folded the activations of the AVX-512 and
 /// AVX2 widening kernels, the x86-64 baseline's generic tuning did not
 /// (docs/benchmarks/executor_zen5.md).
+///
+/// One overload per vector type, each compiled for the instruction set that has its registers:
+/// Clang checks an `asm` operand's size against the function the `asm` is written in, so one
+/// template without a target attribute would not compile for 256- and 512-bit vectors in a build
+/// without `-march`. Always inlined into the kernel, which has at least that set.
 
+#include "moe_routing/cpu/simd/isa_targets.hpp"
+
+#if MOE_ROUTING_X86_KERNELS
 namespace moe_routing::cpu {
 
-/// Always inlined: it takes the vector registers of the kernel it is called from, whatever
-/// instruction set that kernel is compiled for.
-template <class Vector>
-[[gnu::always_inline]] inline void keep_in_register(Vector& v) noexcept {
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX2 inline void keep_in_register(__m256& v) noexcept { asm("" : "+v"(v)); }
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX2 inline void keep_in_register(__m256i& v) noexcept { asm("" : "+v"(v)); }
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512 inline void keep_in_register(__m512& v) noexcept { asm("" : "+v"(v)); }
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void keep_in_register(__m512bh& v) noexcept {
   asm("" : "+v"(v));
 }
 
 }  // namespace moe_routing::cpu
+#endif
