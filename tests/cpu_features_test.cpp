@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 #include <moe_routing/cpu.hpp>
+#include <moe_routing/cpu/executor/stream_cache.hpp>
 #include <moe_routing/cpu/simd/cpu_features.hpp>
 
 namespace {
@@ -27,6 +28,18 @@ std::set<std::string> cpuinfo_flags() {
     break;
   }
   return flags;
+}
+
+/// The value of the first processor's `key` line in /proc/cpuinfo ("" where there is none).
+std::string cpuinfo_value(const std::string& key) {
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind(key, 0) != 0 || line.find(':') == std::string::npos) continue;
+    if (line.find_first_not_of(" \t", key.size()) != line.find(':')) continue;  // "model" is not "model name"
+    const std::size_t start = line.find_first_not_of(' ', line.find(':') + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
 }
 
 /// The level the flags allow, by the same rule as `detect_isa` but from another source.
@@ -79,4 +92,47 @@ TEST_CASE("MOE_ROUTING_CPU_ISA caps the level (run by CTest with each cap)" * do
       std::min(static_cast<int>(level_from_flags(cpuinfo_flags())), static_cast<int>(mr::cpu::detail::isa_cap())));
   CHECK(mr::cpu::name_of(mr::cpu::cpu_isa()) == std::string(mr::cpu::name_of(capped)));
   CHECK(mr::cpu::name_of(mr::cpu::detail::isa_cap()) == std::string(cap));
+}
+
+// Which cache the sweeps stream weights into (`cpu/executor/stream_cache.hpp`), worked out by
+// hand for the CPUs it distinguishes.
+TEST_CASE("the weight stream cache: L2 on Zen 4 alone, and the override's two words") {
+  using mr::cpu::stream_cache;
+  using mr::cpu::detail::default_stream_cache;
+  CHECK(default_stream_cache(true, 25, true) == stream_cache::l2);   // Zen 4: family 19h with AVX-512
+  CHECK(default_stream_cache(true, 25, false) == stream_cache::l1);  // Zen 3: the same family, AVX2 only
+  CHECK(default_stream_cache(true, 26, true) == stream_cache::l1);   // Zen 5: not measured faster
+  CHECK(default_stream_cache(false, 6, true) == stream_cache::l1);   // Intel Xeon
+  CHECK(default_stream_cache(false, 25, true) == stream_cache::l1);  // family 25 of another vendor
+  using mr::cpu::detail::parse_stream_cache;
+  CHECK(parse_stream_cache("l1") == stream_cache::l1);
+  CHECK(parse_stream_cache("l2") == stream_cache::l2);
+  CHECK_FALSE(parse_stream_cache("L2").has_value());
+  CHECK_FALSE(parse_stream_cache("l3").has_value());
+  CHECK_FALSE(parse_stream_cache("").has_value());
+  CHECK(std::string(mr::cpu::name_of(stream_cache::l2)) == "l2");
+}
+
+// The same choice on this machine, from /proc/cpuinfo's vendor, family and flags rather than
+// CPUID; CTest runs it again with each override (stream_cache.l1, stream_cache.l2).
+TEST_CASE("the weight rows stream where this CPU's default or MOE_ROUTING_STREAM_CACHE says" *
+          doctest::skip(cpuinfo_value("cpu family").empty()) *
+          doctest::description("skipped: /proc/cpuinfo names no CPU family")) {
+  const char* text = std::getenv("MOE_ROUTING_STREAM_CACHE");
+  mr::cpu::stream_cache expected{};
+  if (text != nullptr && *text != '\0') {
+    expected = std::string(text) == "l2" ? mr::cpu::stream_cache::l2 : mr::cpu::stream_cache::l1;
+  } else {
+    const bool amd = cpuinfo_value("vendor_id") == "AuthenticAMD";
+    const int family = std::stoi(cpuinfo_value("cpu family"));
+    const bool avx512 = level_from_flags(cpuinfo_flags()) >= mr::cpu::isa_level::avx512;
+    expected = amd && family == 25 && avx512 ? mr::cpu::stream_cache::l2 : mr::cpu::stream_cache::l1;
+  }
+  CAPTURE(cpuinfo_value("vendor_id"));
+  CAPTURE(cpuinfo_value("cpu family"));
+  CHECK(mr::cpu::weight_stream_cache() == expected);
+  const std::string report = mr::cpu::kernel_report();
+  CAPTURE(report);
+  CHECK(report.find(std::string("weight rows streamed into ") +
+                    (expected == mr::cpu::stream_cache::l2 ? "L2" : "L1")) != std::string::npos);
 }

@@ -670,12 +670,14 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
       int wrong = 0;
       for (int c = 0; c < cols; ++c) {
         const std::ptrdiff_t stream = mr::cpu::prefetch_distance<prefetch_mode::stream>(block, c, cols),
+                             stream_to_l2 = mr::cpu::prefetch_distance<prefetch_mode::stream_to_l2>(block, c, cols),
                              run_ahead = mr::cpu::prefetch_distance<prefetch_mode::run_ahead>(block, c, cols),
                              none = mr::cpu::prefetch_distance<prefetch_mode::none>(block, c, cols);
         for (int i = 0; i < mr::cpu::block_rows; ++i) {
           const int at = c + ahead;
           const std::uintptr_t streamed = at < cols ? address_of(0, i, at) : address_of(1, i, at - cols);
           wrong += mr::cpu::address_on(block.rows[i] + c, stream) != streamed;
+          wrong += mr::cpu::address_on(block.rows[i] + c, stream_to_l2) != streamed;
           wrong += mr::cpu::address_on(block.rows[i] + c, run_ahead) != address_of(blocks, i, c);
         }
         wrong += none != 0;
@@ -699,6 +701,7 @@ struct tile_visit {
   std::ptrdiff_t first_token;  // which activation rows the tile was handed
   int tokens;
   int run_ahead_blocks;
+  bool streams_to_l2 = false;
 };
 std::vector<tile_visit> visits;
 const float* matrix_start = nullptr;
@@ -714,8 +717,8 @@ constexpr int tile_tokens_of(recording_kernel<BlockByBlock>) noexcept {
 template <bool BlockByBlock>
 void multiply_tile(recording_kernel<BlockByBlock>, const mr::cpu::row_block<float>& block, int, const float* x,
                    std::ptrdiff_t x_stride, int tokens, mr::cpu::tile_sums&) {
-  visits.push_back(
-      {(block.rows[0] - matrix_start) / cols, block.pass, (x - x_start) / x_stride, tokens, block.run_ahead_blocks});
+  visits.push_back({(block.rows[0] - matrix_start) / cols, block.pass, (x - x_start) / x_stride, tokens,
+                    block.run_ahead_blocks, block.streams_to_l2});
 }
 }  // namespace sweep_order_test
 }  // namespace
@@ -749,6 +752,9 @@ TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass as
       CHECK(visits[i].first_token == want[i].first_token);
       CHECK(visits[i].tokens == want[i].tokens);
       CHECK(visits[i].run_ahead_blocks == want[i].run_ahead_blocks);
+      // Every tile is told where this process streams (`MOE_ROUTING_STREAM_CACHE` or the CPU's
+      // default); only the first pass's prefetches use it.
+      CHECK(visits[i].streams_to_l2 == (mr::cpu::weight_stream_cache() == mr::cpu::stream_cache::l2));
     }
   };
   visits.clear();
@@ -757,5 +763,36 @@ TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass as
   visits.clear();
   mr::cpu::sweep_rows(recording_kernel<false>{}, matrix.data(), 0, rows, cols, x.data(), cols, m, out.data(), rows);
   check_visits(groups_first);
+}
+}  // namespace
+
+namespace {
+// The prefetch mode each pass runs, as the kernels receive it: the first pass streams into L1
+// or L2 as its block says, the second runs ahead, later ones prefetch nothing.
+TEST_CASE("a pass's prefetch mode follows the block's pass and stream cache") {
+  using mr::cpu::prefetch_mode;
+  const auto mode_of = [](int pass, bool streams_to_l2) {
+    mr::cpu::row_block<float> block;
+    block.pass = pass;
+    block.streams_to_l2 = streams_to_l2;
+    prefetch_mode seen{};
+    int calls = 0;
+    mr::cpu::with_prefetch_mode(block, [&](auto mode) {
+      seen = decltype(mode)::value;
+      ++calls;
+    });
+    CHECK(calls == 1);
+    return seen;
+  };
+  CHECK(mode_of(0, false) == prefetch_mode::stream);
+  CHECK(mode_of(0, true) == prefetch_mode::stream_to_l2);
+  CHECK(mode_of(1, false) == prefetch_mode::run_ahead);
+  CHECK(mode_of(1, true) == prefetch_mode::run_ahead);
+  CHECK(mode_of(2, true) == prefetch_mode::none);
+  CHECK(mode_of(5, false) == prefetch_mode::none);
+  CHECK(mr::cpu::streams(prefetch_mode::stream));
+  CHECK(mr::cpu::streams(prefetch_mode::stream_to_l2));
+  CHECK_FALSE(mr::cpu::streams(prefetch_mode::run_ahead));
+  CHECK_FALSE(mr::cpu::streams(prefetch_mode::none));
 }
 }  // namespace

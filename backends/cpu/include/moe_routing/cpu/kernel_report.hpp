@@ -9,6 +9,7 @@
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/cpu/executor/kernel_choice.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
+#include "moe_routing/cpu/executor/stream_cache.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 
 namespace moe_routing::cpu {
@@ -33,8 +34,9 @@ inline std::string kernel_report() {
           : bf16_kernel + " for bfloat16 weights" + (rounds_activations ? " with bfloat16 activations" : "") +
                 (bf16 == isa_level::amx ? " (d in whole tiles)" : "") + ", " + float_kernel + " otherwise";
   const char* routing = cpu_runs(isa_level::avx512) ? "avx512" : cpu_runs(isa_level::avx2) ? "avx2" : "portable";
-  return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor +
-         "; routing top-k and mass ranking: " + routing;
+  const char* streamed_into = weight_stream_cache() == stream_cache::l2 ? "L2" : "L1";
+  return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor + "; weight rows streamed into " +
+         streamed_into + "; routing top-k and mass ranking: " + routing;
 }
 
 }  // namespace moe_routing::cpu

@@ -41,6 +41,7 @@
 #include "moe_routing/cpu/executor/compiled_for_kernel.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/pair_order.hpp"
+#include "moe_routing/cpu/executor/stream_cache.hpp"
 
 namespace moe_routing::cpu {
 
@@ -52,13 +53,14 @@ inline constexpr int max_tile_tokens = 6;
 /// same row of the next block, where the prefetches go once they run past the row's end; how
 /// many blocks on the second pass asks for the same rows (the rows the core works on after
 /// the ones it has now: `sweep_blocks`); and which pass of the token groups over the block
-/// this is (`prefetch_step`).
+/// this is, and whether the first pass streams into L2 rather than L1 (`prefetch_step`).
 template <class Weight>
 struct row_block {
   const Weight* rows[block_rows] = {};
   std::ptrdiff_t next_block_bytes = 0;
   int run_ahead_blocks = 1;
   int pass = 0;
+  bool streams_to_l2 = false;
 };
 
 /// Tells the CPU that the cache line holding `address` is wanted soon (`Locality` as
@@ -83,13 +85,19 @@ using tile_sums = float[block_rows][max_tile_tokens];
 inline constexpr int prefetch_bytes = 1024;
 
 /// What a token group's pass over the sweep prefetches (`prefetch_step`).
-enum class prefetch_mode { stream, run_ahead, none };
+enum class prefetch_mode { stream, stream_to_l2, run_ahead, none };
+
+/// Whether `mode` is a first pass's (which streams the rows from memory).
+constexpr bool streams(prefetch_mode mode) noexcept {
+  return mode == prefetch_mode::stream || mode == prefetch_mode::stream_to_l2;
+}
 
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
 /// column step), for the pass `Mode` of the token groups over the sweep (`with_prefetch_mode`):
 ///   - the first pass streams the rows: `prefetch_bytes` ahead along each row, and from the
 ///     row's end on into the next block's row (into L1: with one token group, or the groups
-///     first, the kernel reads it next);
+///     first, the kernel reads it next; into L2 on the CPUs where that measured faster,
+///     `stream_cache.hpp`);
 ///   - the second pass (an expert with more tokens than one tile) finds the rows in cache and
 ///     would leave memory idle while it computes, and one core alone cannot draw the machine's
 ///     bandwidth, so at each 64 bytes of columns it asks for the same row `run_ahead_blocks`
@@ -108,8 +116,9 @@ template <prefetch_mode Mode, class Weight>
 [[gnu::always_inline]] inline void prefetch_lines(const row_block<Weight>& block, int c,
                                                   std::ptrdiff_t distance) noexcept {
   constexpr int line_columns = 64 / static_cast<int>(sizeof(Weight));
-  if constexpr (Mode == prefetch_mode::stream) {
-    for (int i = 0; i < block_rows; ++i) prefetch_address<3>(address_on(block.rows[i] + c, distance));
+  if constexpr (streams(Mode)) {
+    constexpr int locality = Mode == prefetch_mode::stream ? 3 : 2;  // prefetcht0 (L1) or prefetcht1 (L2)
+    for (int i = 0; i < block_rows; ++i) prefetch_address<locality>(address_on(block.rows[i] + c, distance));
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
     if (c % line_columns != 0) return;
     for (int i = 0; i < block_rows; ++i) prefetch_address<2>(address_on(block.rows[i] + c, distance));
@@ -130,7 +139,7 @@ template <prefetch_mode Mode, class Weight>
                                                                int cols) noexcept {
   constexpr auto size = static_cast<std::ptrdiff_t>(sizeof(Weight));
   constexpr std::ptrdiff_t ahead = prefetch_bytes / size;
-  if constexpr (Mode == prefetch_mode::stream) {
+  if constexpr (streams(Mode)) {
     return c + ahead < cols ? ahead * size : block.next_block_bytes + (ahead - cols) * size;
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
     return block.run_ahead_blocks * block.next_block_bytes;
@@ -155,7 +164,11 @@ template <class Weight, class Tile>
 [[gnu::always_inline]] inline void with_prefetch_mode(const row_block<Weight>& block, Tile&& tile) {
   using enum prefetch_mode;
   if (block.pass == 0) {
-    tile(std::integral_constant<prefetch_mode, stream>{});
+    if (block.streams_to_l2) {
+      tile(std::integral_constant<prefetch_mode, stream_to_l2>{});
+    } else {
+      tile(std::integral_constant<prefetch_mode, stream>{});
+    }
   } else if (block.pass == 1) {
     tile(std::integral_constant<prefetch_mode, run_ahead>{});
   } else {
@@ -192,6 +205,7 @@ template <class Kernel, class Input, class BlockAt, class Take>
   static_assert(group >= 1 && group <= max_tile_tokens, "a kernel's tile of tokens must fit in tile_sums");
   const int blocks = (row_end - row_begin + rows_per_block - 1) / rows_per_block;
   const int passes = (m + group - 1) / group;
+  const bool streams_to_l2 = weight_stream_cache() == stream_cache::l2;
   // Pass p takes `tokens_of(p)` tokens from `first_token_of(p)` on: the first m % passes
   // passes one more than the rest.
   const auto tokens_of = [&](int pass) MOE_ROUTING_INLINE_LAMBDA { return m / passes + (pass < m % passes ? 1 : 0); };
@@ -207,6 +221,7 @@ template <class Kernel, class Input, class BlockAt, class Take>
     // parallel loop mostly hands the same core after this item's passes.
     block.run_ahead_blocks = sweeps_block_by_block<Kernel> ? 1 : blocks;
     block.pass = pass;
+    block.streams_to_l2 = streams_to_l2;
     const int t0 = first_token_of(pass), tokens = tokens_of(pass);
     tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
     multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);

@@ -15,6 +15,7 @@
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/core/rank_key.hpp"
 #include "moe_routing/core/score_row.hpp"
+#include "moe_routing/cpu/simd/keep_scalar.hpp"
 
 namespace moe_routing::cpu {
 
@@ -55,10 +56,17 @@ template <score_element Element>
   // Placed apart from the ranking, by a minimum rather than a branch (which ranks fall short is
   // random): a store to a rank-dependent address inside the ranking loop measured 1.4x slower
   // (on the AVX-512 path).
-  for (int c = 0; c < found; ++c) placed[ranks[c] < count ? ranks[c] : count] = c;
+  // Both loops stay scalar: vectorized, they become a scatter and two gathers (`keep_scalar`).
+  for (int c = 0; c < found; ++c) {
+    int slot = ranks[c] < count ? ranks[c] : count;
+    keep_scalar(slot);
+    placed[slot] = c;
+  }
   const int placed_count = kept < count ? kept : count;
   for (int j = 0; j < placed_count; ++j) {
-    top_keys[j] = order_rank_key(orders[placed[j]], static_cast<int>(ids[placed[j]]));
+    int candidate = placed[j];
+    keep_scalar(candidate);
+    top_keys[j] = order_rank_key(orders[candidate], static_cast<int>(ids[candidate]));
   }
   return placed_count;
 }

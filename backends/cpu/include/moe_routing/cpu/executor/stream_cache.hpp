@@ -1,0 +1,95 @@
+#pragma once
+/// \file
+/// Which cache the first pass of a sweep streams the weight rows into, chosen once per process
+/// by the CPU (`weight_stream_cache()`): L1 (prefetcht0) or L2 (prefetcht1). The rows come from
+/// memory once per call, so this choice sets how fast a memory-bound layer can go.
+///
+/// Measured on Zen 4 (AMD EPYC, family 25 model 17), `executor/qwen3` at n = 1 to 64, three
+/// interleaved runs: L2 took 0.83-0.90 of the time of L1, while compute alone (the weights
+/// already in cache) took 1.00-1.19 of it (docs/benchmarks/executor_zen4.md). Zen 4 therefore
+/// streams into L2 by default; every other CPU keeps L1, where the kernels were tuned (Zen 5,
+/// Zen 3) until the same comparison is made there. The AMX kernel prefetches on its own and is
+/// not affected.
+///
+/// `MOE_ROUTING_STREAM_CACHE` (environment, read once) overrides the default with `l1` or `l2`,
+/// so the comparison can be made on any machine with one binary. An unknown value stops the
+/// program with a message naming it, as `MOE_ROUTING_CPU_ISA` does.
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "moe_routing/cpu/simd/cpu_features.hpp"
+
+#if MOE_ROUTING_X86_KERNELS
+#include <cpuid.h>
+#endif
+
+namespace moe_routing::cpu {
+
+enum class stream_cache { l1, l2 };
+
+inline const char* name_of(stream_cache cache) noexcept { return cache == stream_cache::l2 ? "l2" : "l1"; }
+
+namespace detail {
+
+/// The value of `MOE_ROUTING_STREAM_CACHE` as a cache, or nothing when it names none.
+inline std::optional<stream_cache> parse_stream_cache(const char* text) noexcept {
+  if (std::strcmp(text, "l1") == 0) return stream_cache::l1;
+  if (std::strcmp(text, "l2") == 0) return stream_cache::l2;
+  return std::nullopt;
+}
+
+/// The default for a CPU: L2 on AMD family 25 (19h) with AVX-512, which is Zen 4 (Zen 3, the
+/// same family, has no AVX-512); L1 on every other.
+constexpr stream_cache default_stream_cache(bool amd, int family, bool avx512) noexcept {
+  return amd && family == 25 && avx512 ? stream_cache::l2 : stream_cache::l1;
+}
+
+#if MOE_ROUTING_X86_KERNELS
+/// Whether CPUID names AMD as the vendor, and the CPU's family (base plus extended, as AMD and
+/// Intel both number it).
+inline void cpu_vendor_family(bool& amd, int& family) noexcept {
+  unsigned top = 0, b = 0, c = 0, d = 0;
+  amd = false;
+  family = 0;
+  if (__get_cpuid(0, &top, &b, &c, &d) == 0) return;
+  amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+  unsigned a = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return;
+  const int base = static_cast<int>((a >> 8) & 0xf), extended = static_cast<int>((a >> 20) & 0xff);
+  family = base == 0xf ? base + extended : base;
+}
+#else
+inline void cpu_vendor_family(bool& amd, int& family) noexcept {
+  amd = false;
+  family = 0;
+}
+#endif
+
+}  // namespace detail
+
+/// Where the sweeps' first pass streams the weight rows on this CPU: `MOE_ROUTING_STREAM_CACHE`
+/// when set, else the CPU's default (`detail::default_stream_cache`). Worked out on the first
+/// call (thread-safe), then a load.
+inline stream_cache weight_stream_cache() {
+  static const stream_cache cache = [] {
+    const char* text = std::getenv("MOE_ROUTING_STREAM_CACHE");
+    if (text != nullptr && *text != '\0') {
+      if (const std::optional<stream_cache> chosen = detail::parse_stream_cache(text)) return *chosen;
+      std::fprintf(stderr, "moe_routing: MOE_ROUTING_STREAM_CACHE = \"%s\": must be l1 or l2\n", text);
+      std::abort();
+    }
+    bool amd = false;
+    int family = 0;
+    detail::cpu_vendor_family(amd, family);
+    // The CPU's own instruction set, not the one MOE_ROUTING_CPU_ISA caps: a forced kernel
+    // streams as the default kernel of the same CPU does.
+    const bool avx512 = static_cast<int>(detail::detect_isa()) >= static_cast<int>(isa_level::avx512);
+    return detail::default_stream_cache(amd, family, avx512);
+  }();
+  return cache;
+}
+
+}  // namespace moe_routing::cpu
