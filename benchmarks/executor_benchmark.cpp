@@ -239,6 +239,7 @@ void tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
   for (int i = 0; i < rows; ++i) block.rows[i] = weights.data() + static_cast<std::ptrdiff_t>(i) * cols;
   block.next_block_bytes = std::ptrdiff_t{rows} * cols * std::ptrdiff_t{sizeof(mr::bfloat16)};
   block.pass = pass;
+  block.streams_to_l2 = mr::cpu::weight_stream_cache() == mr::cpu::stream_cache::l2;  // as the executor's sweeps
   mr::cpu::tile_sums sums;
   for (auto _ : state) {
     mr::cpu::multiply_tile(Kernel{}, block, cols, x.data(), cols, tokens, sums);

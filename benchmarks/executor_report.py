@@ -131,7 +131,7 @@ PREAMBLE = [
     "section of the machine it runs on and keeps the others). Issue #20's goal is 80% of both the in-run "
     "read and the paired read. Each change's side-by-side measurements, and why a kind falls short where "
     "it does: [executor_zen5.md](executor_zen5.md) (AMD EPYC, Zen 5), "
-    "[executor_zen3.md](executor_zen3.md) (AMD EPYC, Zen 3).", ""]
+    "[executor_zen4.md](executor_zen4.md) (AMD EPYC, Zen 4), [executor_zen3.md](executor_zen3.md) (AMD EPYC, Zen 3).", ""]
 
 
 def cpu_kind(context):

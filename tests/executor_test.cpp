@@ -794,5 +794,7 @@ TEST_CASE("a pass's prefetch mode follows the block's pass and stream cache") {
   CHECK(mr::cpu::streams(prefetch_mode::stream_to_l2));
   CHECK_FALSE(mr::cpu::streams(prefetch_mode::run_ahead));
   CHECK_FALSE(mr::cpu::streams(prefetch_mode::none));
+  CHECK(mr::cpu::stream_locality(prefetch_mode::stream) == 3);        // prefetcht0: L1
+  CHECK(mr::cpu::stream_locality(prefetch_mode::stream_to_l2) == 2);  // prefetcht1: L2
 }
 }  // namespace

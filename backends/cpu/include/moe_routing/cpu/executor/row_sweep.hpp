@@ -92,6 +92,10 @@ constexpr bool streams(prefetch_mode mode) noexcept {
   return mode == prefetch_mode::stream || mode == prefetch_mode::stream_to_l2;
 }
 
+/// The `__builtin_prefetch` locality of a first pass's prefetches: 3 (prefetcht0, into L1) or 2
+/// (prefetcht1, into L2).
+constexpr int stream_locality(prefetch_mode mode) noexcept { return mode == prefetch_mode::stream_to_l2 ? 2 : 3; }
+
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
 /// column step), for the pass `Mode` of the token groups over the sweep (`with_prefetch_mode`):
 ///   - the first pass streams the rows: `prefetch_bytes` ahead along each row, and from the
@@ -117,7 +121,7 @@ template <prefetch_mode Mode, class Weight>
                                                   std::ptrdiff_t distance) noexcept {
   constexpr int line_columns = 64 / static_cast<int>(sizeof(Weight));
   if constexpr (streams(Mode)) {
-    constexpr int locality = Mode == prefetch_mode::stream ? 3 : 2;  // prefetcht0 (L1) or prefetcht1 (L2)
+    constexpr int locality = stream_locality(Mode);
     for (int i = 0; i < block_rows; ++i) prefetch_address<locality>(address_on(block.rows[i] + c, distance));
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
     if (c % line_columns != 0) return;

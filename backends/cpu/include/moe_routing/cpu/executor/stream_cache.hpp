@@ -4,9 +4,10 @@
 /// by the CPU (`weight_stream_cache()`): L1 (prefetcht0) or L2 (prefetcht1). The rows come from
 /// memory once per call, so this choice sets how fast a memory-bound layer can go.
 ///
-/// Measured on Zen 4 (AMD EPYC, family 25 model 17), `executor/qwen3` at n = 1 to 64, three
-/// interleaved runs: L2 took 0.83-0.90 of the time of L1, while compute alone (the weights
-/// already in cache) took 1.00-1.19 of it (docs/benchmarks/executor_zen4.md). Zen 4 therefore
+/// Measured on Zen 4 (AMD EPYC, family 25 model 17), `executor/qwen3` at n = 1 to 64, one
+/// binary run both ways in interleaved rounds: L2 took 0.86-0.90 of the time of L1, while
+/// compute alone (the weights already in cache) took 1.07-1.13 of it; scratch builds before it
+/// agreed (docs/benchmarks/executor_zen4.md). Zen 4 therefore
 /// streams into L2 by default; every other CPU keeps L1, where the kernels were tuned (Zen 5,
 /// Zen 3) until the same comparison is made there. The AMX kernel prefetches on its own and is
 /// not affected.
