@@ -20,7 +20,9 @@
 //  - bandwidth/l2_read_one_core: one core reading the same 128 KiB again and again: the ceiling
 //    of a pass that only reads (one token);
 //  - compute/fma_peak_one_core: one core's 256-bit FMAs alone, the ceiling the tile and item
-//    rates read against.
+//    rates read against;
+//  - compute/bf16_dot_peak_one_core: one core's vdpbf16ps alone (CPUs with AVX512_BF16), the
+//    ceiling of the avx512_bf16 kernel.
 // The context names the CPU model, its family and model numbers, its vector-ISA flags and the
 // kernels the build takes on it.
 // The weights of three layers (3.4 GiB) are allocated and each iteration takes the next
@@ -316,6 +318,35 @@ MOE_ROUTING_TARGET_AVX2 void fma_peak_one_core(benchmark::State& state) {
       double{chains} * steps * 8 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// One core's ceiling for the avx512_bf16 kernel: vdpbf16ps alone (32 multiply-adds each: 16
+// lanes of two bfloat16 products), 12 independent chains in registers, enough to cover the
+// instruction's latency where two issue per cycle. The executor's multiply-adds at n = 64 cannot
+// take less than they take at this rate on every core (benchmarks/executor_report.py's floor).
+// Named variables and distinct starting values for the reason `fma_peak_one_core` gives.
+MOE_ROUTING_TARGET_AVX512_BF16 void bf16_dot_peak_one_core(benchmark::State& state) {
+  constexpr int chains = 12, steps = 1000;
+  const __m512bh w = (__m512bh)_mm512_set1_epi16(static_cast<short>(0x3f80)),  // bfloat16 1.0
+      x = (__m512bh)_mm512_set1_epi16(static_cast<short>(0x3380));             // bfloat16 2^-24
+  __m512 a0 = _mm512_set1_ps(1.0f), a1 = _mm512_set1_ps(1.125f), a2 = _mm512_set1_ps(1.25f),
+         a3 = _mm512_set1_ps(1.375f), a4 = _mm512_set1_ps(1.5f), a5 = _mm512_set1_ps(1.625f),
+         a6 = _mm512_set1_ps(1.75f), a7 = _mm512_set1_ps(1.875f), a8 = _mm512_set1_ps(2.0f),
+         a9 = _mm512_set1_ps(2.125f), a10 = _mm512_set1_ps(2.25f), a11 = _mm512_set1_ps(2.375f);
+  for (auto _ : state) {
+    for (int s = 0; s < steps; ++s) {
+      a0 = _mm512_dpbf16_ps(a0, w, x), a1 = _mm512_dpbf16_ps(a1, w, x), a2 = _mm512_dpbf16_ps(a2, w, x);
+      a3 = _mm512_dpbf16_ps(a3, w, x), a4 = _mm512_dpbf16_ps(a4, w, x), a5 = _mm512_dpbf16_ps(a5, w, x);
+      a6 = _mm512_dpbf16_ps(a6, w, x), a7 = _mm512_dpbf16_ps(a7, w, x), a8 = _mm512_dpbf16_ps(a8, w, x);
+      a9 = _mm512_dpbf16_ps(a9, w, x), a10 = _mm512_dpbf16_ps(a10, w, x), a11 = _mm512_dpbf16_ps(a11, w, x);
+    }
+    benchmark::DoNotOptimize(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))));
+    benchmark::DoNotOptimize(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+  }
+  const double instructions = double{chains} * steps * static_cast<double>(state.iterations());
+  state.counters["multiply_adds_per_s"] = benchmark::Counter(instructions * 32, benchmark::Counter::kIsRate);
+  state.counters["vdpbf16ps_per_s"] = benchmark::Counter(instructions, benchmark::Counter::kIsRate);
+}
+
 // The tile and item benchmarks of one row kernel, named after it.
 template <class Kernel>
 void register_kernel_in_cache() {
@@ -412,7 +443,10 @@ const bool registered = [] {
     register_kernel_in_cache<mr::cpu::avx2_bf16_kernel>();
   }
   if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512)) register_kernel_in_cache<mr::cpu::avx512_kernel>();
-  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512_bf16)) register_kernel_in_cache<mr::cpu::avx512_bf16_kernel>();
+  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512_bf16)) {
+    benchmark::RegisterBenchmark("compute/bf16_dot_peak_one_core", bf16_dot_peak_one_core);
+    register_kernel_in_cache<mr::cpu::avx512_bf16_kernel>();
+  }
 #endif
   return true;
 }();

@@ -68,16 +68,26 @@ def overlap_table(rows):
             "|---|---|---|---|---|---|"] + table
 
 
+# Each kernel family's one-core multiply-add ceiling: the benchmark that measures it and how
+# the kernel multiplies. AMX has none here: its tiles are not the limit at these batch sizes.
+PEAKS = [("executor: avx512_bf16", "compute/bf16_dot_peak_one_core",
+          "multiplies with vdpbf16ps (32 multiply-adds each)", "twelve independent chains"),
+         ("executor: avx2", "compute/fma_peak_one_core", "multiplies in 256-bit float FMAs",
+          "ten independent chains")]
+
+
 def multiply_add_floor(context, rows, bandwidth):
-    """On a CPU whose bfloat16 kernel runs 256-bit float FMAs (the AVX2 kernels), the least time
-    each batch size's multiply-adds can take: every (token, expert) pair's 3 x d x h of them at
-    `compute/fma_peak_one_core` on every core. Where that floor is longer than the read of the
-    layer's active experts, no such kernel reaches the read however well it streams, and the
-    last column says how close one can come. Returns (table lines, floor in ms per pair)."""
-    peak = rows.get("compute/fma_peak_one_core", {}).get("multiply_adds_per_s")
-    cores = context.get("num_cpus")
-    if not peak or not cores or not re.search(r"executor: avx2", context.get("kernels", "")):
+    """On a CPU whose bfloat16 kernel is a row kernel (avx512_bf16 or the AVX2 ones), the least
+    time each batch size's multiply-adds can take: every (token, expert) pair's 3 x d x h of them
+    at that kernel's one-core peak (`PEAKS`) on every core. Where that floor is longer than the
+    read of the layer's active experts, no such kernel reaches the read however well it streams,
+    and the last column says how close one can come. Returns (table lines, floor in ms per pair)."""
+    kernels, cores = context.get("kernels", ""), context.get("num_cpus")
+    chosen = next((p for p in PEAKS if p[0] in kernels), None)
+    peak = rows.get(chosen[1], {}).get("multiply_adds_per_s") if chosen else None
+    if not peak or not cores:
         return [], None
+    _, cell, how, chains = chosen
     per_pair_ms = MULTIPLY_ADDS_PER_PAIR / (cores * peak) * 1e3
     table = []
     for n, b in sorted((int(name.split(":")[-1]), b) for name, b in rows.items() if name.startswith("executor/qwen3/")):
@@ -87,12 +97,11 @@ def multiply_add_floor(context, rows, bandwidth):
         table.append(f"| {n} | {pairs} | {pairs * MULTIPLY_ADDS_PER_PAIR / 1e9:.2f} G | {floor:.2f} | {read:.2f} | "
                      f"{min(1.0, read / floor):.0%} |")
     lines = ["", "### The multiply-add floor", "",
-             f"This CPU's bfloat16 kernel multiplies in 256-bit float FMAs. One core's peak "
-             f"(`compute/fma_peak_one_core`, ten independent chains) was {peak / 1e9:.1f} G multiply-adds per second "
-             f"here; the floor is each layer's multiply-adds ({MULTIPLY_ADDS_PER_PAIR / 1e6:.2f} M per (token, "
-             f"expert) pair) at that rate on all {cores} cores, the read its active experts' weights at the reference "
-             "bandwidth. Where the floor is the longer, the last column is the most of the read any such kernel "
-             "could reach.", "",
+             f"This CPU's bfloat16 kernel {how}. One core's peak (`{cell}`, {chains}) was {peak / 1e9:.1f} G "
+             f"multiply-adds per second here; the floor is each layer's multiply-adds ({MULTIPLY_ADDS_PER_PAIR / 1e6:.2f} "
+             f"M per (token, expert) pair) at that rate on all {cores} cores, the read its active experts' weights at "
+             "the reference bandwidth. Where the floor is the longer, the last column is the most of the read any "
+             "such kernel could reach.", "",
              "| n | pairs | multiply-adds | floor ms | read ms | best fraction of the read |", "|---|---|---|---|---|---|"]
     return lines + table, per_pair_ms
 
@@ -232,7 +241,7 @@ def kind_section(path, out, machine, compiler, commit):
             below = floor * 1e-3 * bandwidth / (EXPERT_MIB * 2**20)
             meaning += (f" Every point's 128 pairs take at least {floor:.2f} ms of multiply-adds here (the floor above); "
                         f"up to {below:.0f} active experts the read is shorter than that, so at those points no kernel "
-                        "of 256-bit FMAs makes the time follow |active|.")
+                        "at that peak makes the time follow |active|.")
         lines += ["", f"Least-squares fit: **{slope:.3f} ms per active expert + {intercept:.2f} ms, R² = {r2:.4f}** "
                   f"(the OEA paper measured R² = 0.99 on an H100). {meaning}", "",
                   f"![latency against active experts]({svg})"]
@@ -240,7 +249,8 @@ def kind_section(path, out, machine, compiler, commit):
                    "active experts", "ms per layer", {"measured (median)": points}, line=(slope, intercept),
                    note=f"fit: {slope:.3f} ms per expert + {intercept:.2f} ms, R² = {r2:.4f}")
         # Every sweep point holds 16 x 8 = 128 assignments, so the intercept is their compute.
-        json.dump({"t_fetch_ms": slope, "t_assignment_ms": intercept / 128.0, "r2": r2},
+        # The floor per pair goes with it, for layer_report.py's least ratios.
+        json.dump({"t_fetch_ms": slope, "t_assignment_ms": intercept / 128.0, "r2": r2, "floor_ms_per_pair": per_pair_ms},
                   open(os.path.join(out, "executor_fit.json"), "w"))
     return key, "\n".join(lines) + "\n" + end + "\n"
 

@@ -47,6 +47,31 @@ key, _ = report.cpu_kind({"cpu_model": "AMD EPYC", "cpu_family_model": "family 2
                           "kernels": "cpu: avx512_bf16; executor: avx512_bf16 for bfloat16 weights, avx512 otherwise"})
 check(key == "AMD EPYC, family 26 / avx512_bf16", f"kind of a Zen 5 run: {key!r}")
 
+# The multiply-add floor: each kernel family against its own peak, worked by hand. At n = 64,
+# 512 pairs of 3 x 768 x 2048 = 4,718,592 multiply-adds are 2.416 G; at 100 G per second on each
+# of 2 cores they take 12.08 ms. The read of 80 experts of 9 MiB at 30 GB/s takes 25.17 ms.
+def floor_rows(peaks):
+    rows = {"executor/qwen3/n:64": {"active": 80.0}}
+    rows.update({name: {"multiply_adds_per_s": rate} for name, rate in peaks.items()})
+    return rows
+
+
+bf16_context = {"num_cpus": 2, "kernels": "cpu: avx512_bf16; executor: avx512_bf16 for bfloat16 weights, avx512 otherwise"}
+lines, per_pair = report.multiply_add_floor(bf16_context, floor_rows({"compute/bf16_dot_peak_one_core": 100e9,
+                                                                     "compute/fma_peak_one_core": 50e9}), 30e9)
+check(per_pair is not None and abs(per_pair - 4718592 / 2e11 * 1e3) < 1e-12, f"avx512_bf16 floor per pair: {per_pair}")
+check("| 64 | 512 | 2.42 G | 12.08 | 25.17 | 100% |" in lines, f"avx512_bf16 floor row: {lines[-1:]}")
+check(any("vdpbf16ps" in line and "`compute/bf16_dot_peak_one_core`" in line for line in lines),
+      "the avx512_bf16 floor names its peak")
+_, per_pair = report.multiply_add_floor(bf16_context, floor_rows({"compute/fma_peak_one_core": 50e9}), 30e9)
+check(per_pair is None, "avx512_bf16 without its own peak: no floor (never the 256-bit FMA peak)")
+avx2_context = {"num_cpus": 2, "kernels": "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise"}
+lines, per_pair = report.multiply_add_floor(avx2_context, floor_rows({"compute/fma_peak_one_core": 25e9}), 30e9)
+check("| 64 | 512 | 2.42 G | 48.32 | 25.17 | 52% |" in lines, f"avx2 floor row at a quarter of the rate: {lines[-1:]}")
+amx_context = {"num_cpus": 2, "kernels": "cpu: amx; executor: amx for bfloat16 weights, avx512 otherwise"}
+_, per_pair = report.multiply_add_floor(amx_context, floor_rows({"compute/bf16_dot_peak_one_core": 100e9}), 30e9)
+check(per_pair is None, "AMX: no row-kernel floor")
+
 with tempfile.TemporaryDirectory() as out:
     target = os.path.join(out, "executor.md")
     run_json(os.path.join(out, "zen3.json"), "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise")
