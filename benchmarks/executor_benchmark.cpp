@@ -17,6 +17,9 @@
 //  - item/K/gate_up: one gate/up work item swept for T tokens as the executor does
 //    (every block, every token group, SwiGLU), its rows in L2: what one core's passes cost
 //    without memory, steady to a few percent where the layer benchmarks swing by 10%;
+//  - bandwidth/row_blocks/rows:R/ahead:B: the same buffer read in the order the executor's
+//    first pass reads weights (blocks of R rows of 4 KiB, prefetched B bytes ahead), nothing
+//    else: what that access pattern draws, beside bandwidth/read;
 //  - bandwidth/l2_read_one_core: one core reading the same 128 KiB again and again: the ceiling
 //    of a pass that only reads (one token);
 //  - compute/fma_peak_one_core: one core's 256-bit FMAs alone, the ceiling the tile and item
@@ -94,6 +97,40 @@ class read_reference {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
+  /// Reads the whole buffer in the order the executor's first pass reads a gate/up item's
+  /// weights, and nothing else: each chunk is a gate half and an up half of 4 KiB rows (d = 2048
+  /// in bfloat16), walked in blocks of `rows` rows (half of them gate, half up), 64 bytes of
+  /// every row of the block at a time, each row prefetched `ahead` bytes on into L2 (past its end,
+  /// into the same row of the next block), as `prefetch_step` streams. Set beside `read` (the
+  /// same bytes in address order), it tells how much of the read this access pattern can draw
+  /// before any multiply-add.
+  void read_row_blocks(int rows, int ahead) {
+    constexpr std::size_t row_bytes = 4096, row_doubles = row_bytes / sizeof(double), line_doubles = 8;
+    const std::size_t per_chunk = buffer_.size() / chunks_, per_matrix = per_chunk / 2;
+    const std::size_t pair_rows = static_cast<std::size_t>(rows) / 2, block_doubles = pair_rows * row_doubles;
+    std::for_each(std::execution::par, index_.begin(), index_.end(), [&](std::size_t c) {
+      const double* gate = buffer_.data() + c * per_chunk;
+      const double* up = gate + per_matrix;
+      double sums[line_doubles] = {};
+      for (std::size_t block = 0; block + block_doubles <= per_matrix; block += block_doubles) {
+        for (std::size_t column = 0; column < row_doubles; column += line_doubles) {
+          const std::size_t on = column * sizeof(double) + static_cast<std::size_t>(ahead) < row_bytes
+                                     ? static_cast<std::size_t>(ahead)
+                                     : block_doubles * sizeof(double) + static_cast<std::size_t>(ahead) - row_bytes;
+          for (std::size_t r = 0; r < pair_rows; ++r) {
+            for (const double* matrix : {gate, up}) {
+              const double* line = matrix + block + r * row_doubles + column;
+              __builtin_prefetch(reinterpret_cast<const char*>(line) + on, 0, 2);
+              for (std::size_t i = 0; i < line_doubles; ++i) sums[i] += line[i];
+            }
+          }
+        }
+      }
+      partial_[c] = std::accumulate(std::begin(sums), std::end(sums), 0.0);
+    });
+    benchmark::DoNotOptimize(partial_.data());
+  }
+
  private:
   static constexpr std::size_t chunks_ = 64;
   read_reference() : buffer_(std::size_t{1} << 28, 1.0), index_(chunks_), partial_(chunks_) {
@@ -108,6 +145,16 @@ class read_reference {
 void bandwidth_read(benchmark::State& state) {
   read_reference& reference = read_reference::instance();
   for (auto _ : state) reference.read(static_cast<double>(reference.bytes()));
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(static_cast<double>(reference.bytes()), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["working_set_MiB"] = static_cast<double>(reference.bytes()) / (1 << 20);
+}
+
+// `read_row_blocks` of the whole 2 GiB buffer: the executor's first-pass access pattern as a
+// pure read (rows per block, bytes prefetched ahead), to set beside bandwidth/read.
+void bandwidth_row_blocks(benchmark::State& state, int rows, int ahead) {
+  read_reference& reference = read_reference::instance();
+  for (auto _ : state) reference.read_row_blocks(rows, ahead);
   state.counters["bytes_per_second"] =
       benchmark::Counter(static_cast<double>(reference.bytes()), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["working_set_MiB"] = static_cast<double>(reference.bytes()) / (1 << 20);
@@ -389,6 +436,15 @@ const bool registered = [] {
   benchmark::AddCustomContext("kernels", mr::cpu::kernel_report());
   benchmark::RegisterBenchmark("bandwidth/read", bandwidth_read)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("bandwidth/l2_read_one_core", l2_read_one_core);
+  for (const int rows : {4, 8}) {
+    for (const int ahead : {1024, 2048}) {
+      benchmark::RegisterBenchmark(
+          ("bandwidth/row_blocks/rows:" + std::to_string(rows) + "/ahead:" + std::to_string(ahead)).c_str(),
+          [=](benchmark::State& s) { bandwidth_row_blocks(s, rows, ahead); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
   for (const int n : {1, 4, 16, 64}) {
     benchmark::RegisterBenchmark(("executor/qwen3/n:" + std::to_string(n)).c_str(),
                                  [n](benchmark::State& s) { run_plans(s, n, trace_plans(n), {.paired_read = true}); })

@@ -766,6 +766,84 @@ TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass as
 }
 }  // namespace
 
+// A kernel with wide tiles (`wide_tile_tokens_of`): sweeps of up to 2 tokens take blocks of
+// `wide_block_rows` rows, larger ones the usual 4-row blocks in tiles of 3. It records each
+// tile's rows (offsets into the gate and up matrices) and tokens.
+namespace wide_tile_test {
+struct wide_kernel {};
+constexpr int tile_tokens_of(wide_kernel) noexcept { return 3; }
+constexpr int wide_tile_tokens_of(wide_kernel) noexcept { return 2; }
+struct tile_seen {
+  std::vector<std::ptrdiff_t> rows;  // each slot's row: gate rows as r, up rows as 1000 + r
+  std::ptrdiff_t first_token;
+  int tokens;
+};
+std::vector<tile_seen> seen;
+const float* gate_start = nullptr;
+const float* up_start = nullptr;
+const float* x_start = nullptr;
+constexpr int cols = 32;
+template <int Rows>
+void record(const mr::cpu::row_block<float, Rows>& block, const float* x, int tokens, mr::cpu::block_sums<Rows>& sums) {
+  tile_seen tile{{}, (x - x_start) / cols, tokens};
+  for (const float* row : block.rows) {
+    const bool up = up_start != nullptr && row >= up_start;
+    tile.rows.push_back((row - (up ? up_start : gate_start)) / cols + (up ? 1000 : 0));
+  }
+  seen.push_back(tile);
+  for (int i = 0; i < Rows; ++i) {
+    for (int t = 0; t < tokens; ++t) sums[i][t] = static_cast<float>(i);  // each slot's own index
+  }
+}
+void multiply_tile(wide_kernel, const mr::cpu::row_block<float>& block, int, const float* x, std::ptrdiff_t, int tokens,
+                   mr::cpu::tile_sums& sums) {
+  record(block, x, tokens, sums);
+}
+void multiply_tile(wide_kernel, const mr::cpu::row_block<float, mr::cpu::wide_block_rows>& block, int, const float* x,
+                   std::ptrdiff_t, int tokens, mr::cpu::block_sums<mr::cpu::wide_block_rows>& sums) {
+  record(block, x, tokens, sums);
+}
+}  // namespace wide_tile_test
+
+TEST_CASE("sweeps of a kernel's wide-tile token count take 8-row blocks, larger ones the usual 4") {
+  using namespace wide_tile_test;
+  static_assert(mr::cpu::wide_block_rows == 8);
+  constexpr int rows = 10;
+  std::vector<float> gate(static_cast<std::size_t>(rows) * cols), up(gate.size()), x(4 * cols), out(4 * rows);
+  gate_start = gate.data();
+  x_start = x.data();
+  using rows_list = std::vector<std::ptrdiff_t>;
+  // sweep_rows, 2 tokens: blocks at rows 0 and 8, the second short (its last row repeated).
+  up_start = nullptr;
+  seen.clear();
+  mr::cpu::sweep_rows(wide_kernel{}, gate.data(), 0, rows, cols, x.data(), cols, 2, out.data(), rows);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].rows == rows_list{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(seen[1].rows == rows_list{8, 9, 9, 9, 9, 9, 9, 9});
+  CHECK((seen[0].tokens == 2 && seen[1].tokens == 2 && seen[0].first_token == 0));
+  // Every slot's sum lands at its row (the record writes the slot's index): row r = r % 8.
+  for (int r = 0; r < rows; ++r) CHECK(out[static_cast<std::size_t>(rows) + r] == static_cast<float>(r % 8));
+  // 3 tokens: the usual 4-row blocks at rows 0, 4 and 8, one tile of 3 each.
+  seen.clear();
+  mr::cpu::sweep_rows(wide_kernel{}, gate.data(), 0, rows, cols, x.data(), cols, 3, out.data(), rows);
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0].rows == rows_list{0, 1, 2, 3});
+  CHECK(seen[2].rows == rows_list{8, 9, 9, 9});
+  CHECK(seen[1].tokens == 3);
+  // sweep_gate_up, 1 token: 4 gate rows then the same 4 rows of up in each block.
+  up_start = up.data();
+  seen.clear();
+  std::vector<float> act(static_cast<std::size_t>(rows), -1.0f);
+  mr::cpu::sweep_gate_up(
+      wide_kernel{}, gate.data(), up.data(), 0, rows, cols, x.data(), cols, 1, act.data(), rows, rows,
+      [](float g, float u) { return 10 * g + u; }, [](float v) { return v; });
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0].rows == rows_list{0, 1, 2, 3, 1000, 1001, 1002, 1003});
+  CHECK(seen[2].rows == rows_list{8, 9, 9, 9, 1008, 1009, 1009, 1009});
+  // Gate row r sits in slot r % 4 and its up row in slot 4 + r % 4.
+  for (int r = 0; r < rows; ++r) CHECK(act[static_cast<std::size_t>(r)] == 10.0f * (r % 4) + 4 + r % 4);
+}
+
 namespace {
 // The prefetch mode each pass runs, as the kernels receive it: the first pass streams into L1
 // or L2 as its block says, the second runs ahead, later ones prefetch nothing.

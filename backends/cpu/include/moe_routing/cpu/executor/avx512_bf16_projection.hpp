@@ -25,6 +25,13 @@ namespace moe_routing::cpu {
 
 constexpr int tile_tokens_of(avx512_bf16_kernel) noexcept { return 6; }
 
+/// Sweeps of 1-3 tokens take 8 rows at a time (`wide_tile_tokens_of`), at most 24 accumulators
+/// as in the 4 x 6 tile. On Zen 4 the memory-bound layer's paired fraction rose from 0.88, 0.89,
+/// 0.87 and 0.76 to 0.92, 0.92, 0.90 and 0.78 at n = 1, 4, 16 and 64 with the machine's read at
+/// 31-35 GB/s, and by 3-10 points in the fewer samples at 51-61 GB/s; the compute alone moved by
+/// under 2% (docs/benchmarks/executor_zen4.md).
+constexpr int wide_tile_tokens_of(avx512_bf16_kernel) noexcept { return 3; }
+
 namespace detail {
 
 /// 32 bfloat16 values at `p` where `lanes` is set (zero elsewhere), as vdpbf16ps's operand.
@@ -33,16 +40,14 @@ MOE_ROUTING_TARGET_AVX512_BF16 inline __m512bh load_pairs(const bfloat16* p, __m
 }
 
 /// One step of a tile: the 32 columns from `c` on that `valid` holds.
-template <int Tokens, prefetch_mode Mode>
-[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void bf16_step(__m512 (&acc)[block_rows][Tokens],
-                                                                            const row_block<bfloat16>& block, int c,
-                                                                            int cols, const bfloat16* __restrict x,
-                                                                            std::ptrdiff_t x_stride,
-                                                                            __mmask32 valid) noexcept {
+template <int Rows, int Tokens, prefetch_mode Mode>
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void bf16_step(
+    __m512 (&acc)[Rows][Tokens], const row_block<bfloat16, Rows>& block, int c, int cols, const bfloat16* __restrict x,
+    std::ptrdiff_t x_stride, __mmask32 valid) noexcept {
   prefetch_step<Mode>(block, c, cols);
-  __m512bh w[block_rows];
+  __m512bh w[Rows];
   MOE_ROUTING_UNROLL
-  for (int i = 0; i < block_rows; ++i) {
+  for (int i = 0; i < Rows; ++i) {
     w[i] = load_pairs(block.rows[i] + c, valid);
     // Used once per token. GCC 12 otherwise chose, in the 3-token tile only, to load each
     // weight vector once per token (15 loads for 12 vdpbf16ps, where the core issues about one
@@ -55,35 +60,39 @@ template <int Tokens, prefetch_mode Mode>
   for (int t = 0; t < Tokens; ++t) {
     const __m512bh xt = load_pairs(x + t * x_stride + c, valid);
     MOE_ROUTING_UNROLL
-    for (int i = 0; i < block_rows; ++i) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], w[i], xt);
+    for (int i = 0; i < Rows; ++i) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], w[i], xt);
   }
 }
 
 /// A tile: every whole step of 32 columns, then the row's last partial step masked.
-template <int Tokens, prefetch_mode Mode>
-MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, int cols, const bfloat16* __restrict x,
-                                              std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
+template <int Rows, int Tokens, prefetch_mode Mode>
+MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16, Rows>& block, int cols,
+                                              const bfloat16* __restrict x, std::ptrdiff_t x_stride,
+                                              block_sums<Rows>& sums) noexcept {
   constexpr int columns = 32;
-  __m512 acc[block_rows][Tokens];
+  __m512 acc[Rows][Tokens];
   MOE_ROUTING_UNROLL
   for (auto& row : acc) {
     MOE_ROUTING_UNROLL
     for (auto& a : row) a = _mm512_setzero_ps();
   }
   const int whole = cols - cols % columns;
-  for (int c = 0; c < whole; c += columns) bf16_step<Tokens, Mode>(acc, block, c, cols, x, x_stride, ~__mmask32(0));
-  if (whole < cols) {
-    bf16_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride, static_cast<__mmask32>((1u << (cols - whole)) - 1u));
+  for (int c = 0; c < whole; c += columns) {
+    bf16_step<Rows, Tokens, Mode>(acc, block, c, cols, x, x_stride, ~__mmask32(0));
   }
-  static_assert(block_rows == 4, "store_lane_sums sums four rows at a time");
+  if (whole < cols) {
+    bf16_step<Rows, Tokens, Mode>(acc, block, whole, cols, x, x_stride,
+                                  static_cast<__mmask32>((1u << (cols - whole)) - 1u));
+  }
   store_lane_sums(acc, sums);
 }
 
-template <int Tokens>
-MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16>& block, int cols, const bfloat16* __restrict x,
-                                              std::ptrdiff_t x_stride, tile_sums& sums) noexcept {
-  with_prefetch_mode(block,
-                     [&](auto mode) { bf16_tile<Tokens, decltype(mode)::value>(block, cols, x, x_stride, sums); });
+template <int Rows, int Tokens>
+MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16, Rows>& block, int cols,
+                                              const bfloat16* __restrict x, std::ptrdiff_t x_stride,
+                                              block_sums<Rows>& sums) noexcept {
+  with_prefetch_mode(
+      block, [&](auto mode) { bf16_tile<Rows, Tokens, decltype(mode)::value>(block, cols, x, x_stride, sums); });
 }
 
 }  // namespace detail
@@ -94,17 +103,32 @@ MOE_ROUTING_TARGET_AVX512_BF16 inline void multiply_tile(avx512_bf16_kernel, con
                                                          tile_sums& sums) noexcept {
   switch (tokens) {
     case 1:
-      return detail::bf16_tile<1>(block, cols, x, x_stride, sums);
+      return detail::bf16_tile<block_rows, 1>(block, cols, x, x_stride, sums);
     case 2:
-      return detail::bf16_tile<2>(block, cols, x, x_stride, sums);
+      return detail::bf16_tile<block_rows, 2>(block, cols, x, x_stride, sums);
     case 3:
-      return detail::bf16_tile<3>(block, cols, x, x_stride, sums);
+      return detail::bf16_tile<block_rows, 3>(block, cols, x, x_stride, sums);
     case 4:
-      return detail::bf16_tile<4>(block, cols, x, x_stride, sums);
+      return detail::bf16_tile<block_rows, 4>(block, cols, x, x_stride, sums);
     case 5:
-      return detail::bf16_tile<5>(block, cols, x, x_stride, sums);
+      return detail::bf16_tile<block_rows, 5>(block, cols, x, x_stride, sums);
     default:
-      return detail::bf16_tile<6>(block, cols, x, x_stride, sums);
+      return detail::bf16_tile<block_rows, 6>(block, cols, x, x_stride, sums);
+  }
+}
+
+/// Sums of the wide block's rows with `tokens` (1..3) bfloat16 activation rows.
+MOE_ROUTING_TARGET_AVX512_BF16 inline void multiply_tile(avx512_bf16_kernel,
+                                                         const row_block<bfloat16, wide_block_rows>& block, int cols,
+                                                         const bfloat16* x, std::ptrdiff_t x_stride, int tokens,
+                                                         block_sums<wide_block_rows>& sums) noexcept {
+  switch (tokens) {
+    case 1:
+      return detail::bf16_tile<wide_block_rows, 1>(block, cols, x, x_stride, sums);
+    case 2:
+      return detail::bf16_tile<wide_block_rows, 2>(block, cols, x, x_stride, sums);
+    default:
+      return detail::bf16_tile<wide_block_rows, 3>(block, cols, x, x_stride, sums);
   }
 }
 

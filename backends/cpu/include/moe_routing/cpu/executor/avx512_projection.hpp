@@ -76,7 +76,6 @@ MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int c
     avx512_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride,
                               static_cast<__mmask16>((1u << (cols - whole)) - 1u));
   }
-  static_assert(block_rows == 4, "store_lane_sums sums four rows at a time");
   store_lane_sums(acc, sums);
 }
 

@@ -3,7 +3,8 @@
 /// How the row kernels (`kernel_tags.hpp`) walk a work item's rows: blocks of `block_rows`
 /// weight rows, multiplied by the expert's tokens in groups of at most
 /// `tile_tokens_of(kernel)` (a tile), by the kernel's `multiply_tile` (one overload per tag,
-/// compiled for its ISA).
+/// compiled for its ISA). A kernel with wide tiles takes an expert of few tokens in blocks of
+/// `wide_block_rows` (`wide_tile_tokens_of`): more rows streaming at once.
 ///
 /// Each weight row is read from memory once per call whatever the token count, in one of two
 /// orders (`sweeps_block_by_block`, per kernel):
@@ -28,13 +29,14 @@
 /// epilogue; the second group asks for the rows the core takes next while it computes
 /// (`prefetch_step`).
 ///
-/// Gate and up are swept together (two rows of each per block), and the SwiGLU activation
+/// Gate and up are swept together (half of each block's rows of each), and the SwiGLU activation
 /// of each (row, token) is written as soon as both sums exist: no pass over a float buffer
 /// in between.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <type_traits>
 
 #include "moe_routing/core/half.hpp"
@@ -49,14 +51,32 @@ namespace moe_routing::cpu {
 inline constexpr int block_rows = 4;
 inline constexpr int max_tile_tokens = 6;
 
+/// Tuning data: weight rows per block of a kernel's wide tiles (`wide_tile_tokens_of`).
+inline constexpr int wide_block_rows = 8;
+
+/// The most tokens a kernel's wide tile takes: blocks of `wide_block_rows` rows by at most that
+/// many tokens, for the sweeps of that many tokens or fewer. 0 (every kernel but those that say
+/// otherwise): no wide tiles.
+///
+/// Why: those sweeps are memory-bound, and how fast the memory streams them depends on how many
+/// rows they read at once. The 2 GiB reference read in the first pass's order, nothing else
+/// (`bandwidth/row_blocks` in the executor benchmark), drew 30-35 GB/s on Zen 4 in blocks of 4
+/// rows of 4 KiB and 42-51 GB/s in blocks of 8 while the plain read drew 54
+/// (docs/benchmarks/executor_zen4.md). Busier experts keep the kernel's usual tile, whose more
+/// tokens per weight load compute faster.
+template <class Kernel>
+constexpr int wide_tile_tokens_of(Kernel) noexcept {
+  return 0;
+}
+
 /// A block of weight rows for `multiply_tile`, with how far (in bytes) each row is from the
 /// same row of the next block, where the prefetches go once they run past the row's end; how
 /// many blocks on the second pass asks for the same rows (the rows the core works on after
 /// the ones it has now: `sweep_blocks`); and which pass of the token groups over the block
 /// this is, and whether the first pass streams into L2 rather than L1 (`prefetch_step`).
-template <class Weight>
+template <class Weight, int Rows = block_rows>
 struct row_block {
-  const Weight* rows[block_rows] = {};
+  const Weight* rows[Rows] = {};
   std::ptrdiff_t next_block_bytes = 0;
   int run_ahead_blocks = 1;
   int pass = 0;
@@ -79,7 +99,9 @@ template <class Weight>
 }
 
 /// One tile's sums: [row of the block][token of the group].
-using tile_sums = float[block_rows][max_tile_tokens];
+template <int Rows = block_rows>
+using block_sums = float[Rows][max_tile_tokens];
+using tile_sums = block_sums<>;
 
 /// Tuning data: how far ahead along a row the kernels prefetch, in bytes.
 inline constexpr int prefetch_bytes = 1024;
@@ -116,16 +138,16 @@ constexpr int stream_locality(prefetch_mode mode) noexcept { return mode == pref
 /// same for every row: one addition to the address the kernel already has for the row. Always
 /// inlined: compiled as a separate function, GCC 12 at -O1 and up left neither the call nor a
 /// prefetch in the kernels.
-template <prefetch_mode Mode, class Weight>
-[[gnu::always_inline]] inline void prefetch_lines(const row_block<Weight>& block, int c,
+template <prefetch_mode Mode, class Weight, int Rows>
+[[gnu::always_inline]] inline void prefetch_lines(const row_block<Weight, Rows>& block, int c,
                                                   std::ptrdiff_t distance) noexcept {
   constexpr int line_columns = 64 / static_cast<int>(sizeof(Weight));
   if constexpr (streams(Mode)) {
     constexpr int locality = stream_locality(Mode);
-    for (int i = 0; i < block_rows; ++i) prefetch_address<locality>(address_on(block.rows[i] + c, distance));
+    for (int i = 0; i < Rows; ++i) prefetch_address<locality>(address_on(block.rows[i] + c, distance));
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
     if (c % line_columns != 0) return;
-    for (int i = 0; i < block_rows; ++i) prefetch_address<2>(address_on(block.rows[i] + c, distance));
+    for (int i = 0; i < Rows; ++i) prefetch_address<2>(address_on(block.rows[i] + c, distance));
   }
 }
 
@@ -138,8 +160,8 @@ template <prefetch_mode Mode, class Weight>
 /// instead (until 2026-11-28), behind a branch, the prefetches took more instructions than the
 /// multiply-adds: a one-token streaming tile in cache took about twice as long as one that only
 /// computes, on Zen 3 (docs/benchmarks/executor_zen3.md).
-template <prefetch_mode Mode, class Weight>
-[[gnu::always_inline]] inline std::ptrdiff_t prefetch_distance(const row_block<Weight>& block, int c,
+template <prefetch_mode Mode, class Weight, int Rows>
+[[gnu::always_inline]] inline std::ptrdiff_t prefetch_distance(const row_block<Weight, Rows>& block, int c,
                                                                int cols) noexcept {
   constexpr auto size = static_cast<std::ptrdiff_t>(sizeof(Weight));
   constexpr std::ptrdiff_t ahead = prefetch_bytes / size;
@@ -154,8 +176,8 @@ template <prefetch_mode Mode, class Weight>
 
 /// The prefetches of a kernel whose column step asks once (`prefetch_lines` at the distance
 /// for column `c`).
-template <prefetch_mode Mode, class Weight>
-[[gnu::always_inline]] inline void prefetch_step(const row_block<Weight>& block, int c, int cols) noexcept {
+template <prefetch_mode Mode, class Weight, int Rows>
+[[gnu::always_inline]] inline void prefetch_step(const row_block<Weight, Rows>& block, int c, int cols) noexcept {
   prefetch_lines<Mode>(block, c, prefetch_distance<Mode>(block, c, cols));
 }
 
@@ -164,8 +186,8 @@ template <prefetch_mode Mode, class Weight>
 /// Measured on Zen 5 (`tile/avx512_bf16` in the executor benchmark, in cache), together with
 /// whole steps that no longer rebuild a mask and the four-at-a-time sums: the second pass of a
 /// 2048-column tile took 1.2-1.5x as long before (docs/benchmarks/executor_zen5.md).
-template <class Weight, class Tile>
-[[gnu::always_inline]] inline void with_prefetch_mode(const row_block<Weight>& block, Tile&& tile) {
+template <class Weight, int Rows, class Tile>
+[[gnu::always_inline]] inline void with_prefetch_mode(const row_block<Weight, Rows>& block, Tile&& tile) {
   using enum prefetch_mode;
   if (block.pass == 0) {
     if (block.streams_to_l2) {
@@ -191,24 +213,23 @@ struct block_extent {
   int row(int i) const noexcept { return first + std::min(i, count - 1); }
 };
 
-/// Multiplies the sweep's rows [row_begin, row_end), in blocks of `rows_per_block`, by `m`
-/// activation rows in token groups: each group over every block, or, for a kernel that
-/// `sweeps_block_by_block`, every group over each block (see the file comment).
-/// `block_at(extent)` points a `row_block`'s rows at a block's; the sweep sets the fields that
-/// follow from its shape and order (the next block's distance, how far on the second pass
-/// prefetches, the pass). The groups are at most the kernel's tile of tokens and as even as
-/// they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one token leaves the
-/// multiply-add units mostly waiting). Each tile's sums go to
-/// `take(extent, first_token, tokens, sums)`.
-/// Always inlined, so that it is compiled for the kernel's target inside `compiled_for`.
-template <class Kernel, class Input, class BlockAt, class Take>
-[[gnu::always_inline]] inline void sweep_blocks(Kernel kernel, int row_begin, int row_end, int rows_per_block, int cols,
-                                                const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,
-                                                Take&& take) {
-  constexpr int group = tile_tokens_of(Kernel{});
-  static_assert(group >= 1 && group <= max_tile_tokens, "a kernel's tile of tokens must fit in tile_sums");
+/// Multiplies the sweep's rows [row_begin, row_end), in blocks of `Rows` rows (`Rows /
+/// matrices` of each of `matrices` matrices), by `m` activation rows in token groups of at
+/// most `Group`: each group over every block, or, for a kernel that `sweeps_block_by_block`,
+/// every group over each block (see the file comment). `block_at(extent, block)` points a
+/// `row_block<Weight, Rows>`'s rows at a block's; the sweep sets the fields that follow from its
+/// shape and order (the next block's distance, how far on the second pass prefetches, the pass).
+/// The groups are as even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one
+/// token leaves the multiply-add units mostly waiting). Each tile's sums (`block_sums<Rows>`) go
+/// to `take(extent, first_token, tokens, sums)`.
+template <int Rows, int Group, class Weight, class Kernel, class Input, class BlockAt, class Take>
+[[gnu::always_inline]] inline void sweep_blocks_of(Kernel kernel, int row_begin, int row_end, int matrices, int cols,
+                                                   const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,
+                                                   Take&& take) {
+  static_assert(Group >= 1 && Group <= max_tile_tokens, "a kernel's tile of tokens must fit in block_sums");
+  const int rows_per_block = Rows / matrices;
   const int blocks = (row_end - row_begin + rows_per_block - 1) / rows_per_block;
-  const int passes = (m + group - 1) / group;
+  const int passes = (m + Group - 1) / Group;
   const bool streams_to_l2 = weight_stream_cache() == stream_cache::l2;
   // Pass p takes `tokens_of(p)` tokens from `first_token_of(p)` on: the first m % passes
   // passes one more than the rest.
@@ -218,8 +239,9 @@ template <class Kernel, class Input, class BlockAt, class Take>
   };
   const auto tile = [&](int first, int pass) MOE_ROUTING_INLINE_LAMBDA {
     const block_extent rows{first, std::min(rows_per_block, row_end - first)};
-    auto block = block_at(rows);
-    block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(*block.rows[0])};
+    row_block<Weight, Rows> block;
+    block_at(rows, block);
+    block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(Weight)};
     // Where the second pass asks: blocks first, the next block, which this core takes next;
     // token groups first, the same block of the next item (`blocks` blocks on), which the
     // parallel loop mostly hands the same core after this item's passes.
@@ -227,7 +249,7 @@ template <class Kernel, class Input, class BlockAt, class Take>
     block.pass = pass;
     block.streams_to_l2 = streams_to_l2;
     const int t0 = first_token_of(pass), tokens = tokens_of(pass);
-    tile_sums sums = {};  // a tile of fewer tokens leaves the other lanes as they are
+    block_sums<Rows> sums = {};  // a tile of fewer tokens leaves the other lanes as they are
     multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
     take(rows, t0, tokens, sums);
   };
@@ -242,23 +264,42 @@ template <class Kernel, class Input, class BlockAt, class Take>
   }
 }
 
+/// `sweep_blocks_of` with the kernel's wide tiles where it has them and the sweep has that few
+/// tokens (`wide_tile_tokens_of`), else with its usual ones (`block_rows` by
+/// `tile_tokens_of(kernel)`). Always inlined, so that it is compiled for the kernel's target
+/// inside `compiled_for`.
+template <class Weight, class Kernel, class Input, class BlockAt, class Take>
+[[gnu::always_inline]] inline void sweep_blocks(Kernel kernel, int row_begin, int row_end, int matrices, int cols,
+                                                const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,
+                                                Take&& take) {
+  constexpr int wide = wide_tile_tokens_of(Kernel{});
+  if constexpr (wide > 0) {
+    if (m <= wide) {
+      return sweep_blocks_of<wide_block_rows, wide, Weight>(kernel, row_begin, row_end, matrices, cols, x, x_stride, m,
+                                                            block_at, take);
+    }
+  }
+  sweep_blocks_of<block_rows, tile_tokens_of(Kernel{}), Weight>(kernel, row_begin, row_end, matrices, cols, x, x_stride,
+                                                                m, block_at, take);
+}
+
 /// Rows [row_begin, row_end) of `matrix` (`cols` wide, row-major) times `m` activation rows
 /// (`x`, `x_stride` apart): `out[t * out_stride + r]`.
 template <class Kernel, class Weight, class Input>
 void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end, int cols, const Input* x,
                 std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
   compiled_for(kernel, [&]() MOE_ROUTING_INLINE_LAMBDA {
-    const auto block_at = [&](block_extent rows) MOE_ROUTING_INLINE_LAMBDA {
-      row_block<Weight> block;
-      for (int i = 0; i < block_rows; ++i) block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
-      return block;
+    const auto block_at = [&](block_extent rows, auto& block) MOE_ROUTING_INLINE_LAMBDA {
+      for (int i = 0; i < std::ssize(block.rows); ++i) {
+        block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
+      }
     };
-    const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) MOE_ROUTING_INLINE_LAMBDA {
+    const auto take = [&](block_extent rows, int t0, int tokens, const auto& sums) MOE_ROUTING_INLINE_LAMBDA {
       for (int t = 0; t < tokens; ++t) {
         for (int i = 0; i < rows.count; ++i) out[(t0 + t) * out_stride + rows.first + i] = sums[i][t];
       }
     };
-    sweep_blocks(kernel, row_begin, row_end, block_rows, cols, x, x_stride, m, block_at, take);
+    sweep_blocks<Weight>(kernel, row_begin, row_end, 1, cols, x, x_stride, m, block_at, take);
   });
 }
 
@@ -271,18 +312,16 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
                    const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride, int act_cols,
                    Activation&& activation, Store&& store) {
   compiled_for(kernel, [&]() MOE_ROUTING_INLINE_LAMBDA {
-    constexpr int pair_rows = block_rows / 2;  // rows 0..1 gate, 2..3 up
-    static_assert(block_rows == 2 * pair_rows, "a block holds as many gate rows as up rows");
-    const auto block_at = [&](block_extent rows) MOE_ROUTING_INLINE_LAMBDA {
-      row_block<Weight> block;
+    // A block's first half of rows are gate rows, its second half the same rows of up.
+    const auto block_at = [&](block_extent rows, auto& block) MOE_ROUTING_INLINE_LAMBDA {
+      constexpr int pair_rows = std::extent_v<decltype(block.rows)> / 2;
       for (int i = 0; i < pair_rows; ++i) {
         const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
         block.rows[i] = gate + at;
         block.rows[pair_rows + i] = up + at;
       }
-      return block;
     };
-    const auto take = [&](block_extent rows, int t0, int tokens, const tile_sums& sums) MOE_ROUTING_INLINE_LAMBDA {
+    const auto take = [&](block_extent rows, int t0, int tokens, const auto& sums) MOE_ROUTING_INLINE_LAMBDA {
       // Every (gate row, token) lane of the kernel's tile, used or not (the unused hold zeros),
       // activated and converted in one loop over flat arrays, which the compiler vectorizes.
       // Indexed as [row][token], the loop was not vectorized (a "complicated access pattern").
@@ -294,7 +333,9 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
       // on Zen 3 had 24% of its samples in the gate/up pass outside the tiles, 8.8% with the
       // tile's own lanes (docs/benchmarks/executor_zen3.md). Then only the tile's own
       // values are stored.
-      constexpr int group = tile_tokens_of(Kernel{});
+      constexpr int tile_rows = std::extent_v<std::remove_cvref_t<decltype(sums)>>, pair_rows = tile_rows / 2;
+      static_assert(tile_rows == 2 * pair_rows, "a block holds as many gate rows as up rows");
+      constexpr int group = tile_rows == wide_block_rows ? wide_tile_tokens_of(Kernel{}) : tile_tokens_of(Kernel{});
       constexpr int lanes = pair_rows * group, padded_lanes = lanes <= 8 ? (lanes + 3) / 4 * 4 : 16;
       static_assert(lanes <= padded_lanes);
       float gate_sums[padded_lanes] = {}, up_sums[padded_lanes] = {};
@@ -314,7 +355,7 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
         }
       }
     };
-    sweep_blocks(kernel, row_begin, row_end, pair_rows, cols, x, x_stride, m, block_at, take);
+    sweep_blocks<Weight>(kernel, row_begin, row_end, 2, cols, x, x_stride, m, block_at, take);
   });
 }
 

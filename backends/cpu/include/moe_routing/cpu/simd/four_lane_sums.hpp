@@ -33,18 +33,22 @@ MOE_ROUTING_TARGET_AVX512 inline __m128 four_lane_sums(__m512 a, __m512 b, __m51
   return _mm_add_ps(_mm256_castps256_ps128(halves), _mm256_extractf128_ps(halves, 1));
 }
 
-/// `sums[i][t]` = the sum of `acc[i][t]`'s lanes, for a row kernel's tile of four rows
-/// (`block_rows`, asserted where the kernels call it).
-template <int Tokens, int SumsTokens>
-[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512 inline void store_lane_sums(const __m512 (&acc)[4][Tokens],
-                                                                             float (&sums)[4][SumsTokens]) noexcept {
+/// `sums[i][t]` = the sum of `acc[i][t]`'s lanes, for a row kernel's tile of a multiple of four
+/// rows (`block_rows`, `wide_block_rows`).
+template <int Rows, int Tokens, int SumsTokens>
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512 inline void store_lane_sums(const __m512 (&acc)[Rows][Tokens],
+                                                                             float (&sums)[Rows][SumsTokens]) noexcept {
   static_assert(Tokens <= SumsTokens);
+  static_assert(Rows % 4 == 0, "four rows at a time");
   MOE_ROUTING_UNROLL
-  for (int t = 0; t < Tokens; ++t) {
-    alignas(16) float rows[4];
-    _mm_store_ps(rows, four_lane_sums(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+  for (int r = 0; r < Rows; r += 4) {
     MOE_ROUTING_UNROLL
-    for (int i = 0; i < 4; ++i) sums[i][t] = rows[i];
+    for (int t = 0; t < Tokens; ++t) {
+      alignas(16) float rows[4];
+      _mm_store_ps(rows, four_lane_sums(acc[r][t], acc[r + 1][t], acc[r + 2][t], acc[r + 3][t]));
+      MOE_ROUTING_UNROLL
+      for (int i = 0; i < 4; ++i) sums[r + i][t] = rows[i];
+    }
   }
 }
 
