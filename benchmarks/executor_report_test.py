@@ -3,24 +3,13 @@
 a run replaces only its own kind's section, and that the committed docs/benchmarks/executor.md
 parses into the sections it shows (so the next run keeps them). Standard library only (any
 python3); run by ctest as benchmark.executor_report."""
-import importlib.util
 import json
 import os
-import sys
 import tempfile
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, here)
-spec = importlib.util.spec_from_file_location("executor_report", os.path.join(here, "executor_report.py"))
-report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(report)
+from report_checks import check, finish, load_report, here
 
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
+report = load_report("executor_report")
 
 
 def run_json(path, kernels, model="AMD EPYC", family="family 25, model 1", layer_ms=3.0):
@@ -136,7 +125,4 @@ check(committed.count("## ") - committed.count("### ") == len(kinds),
 check(all(report.merged(committed, k, text) == committed for k, text in report.sections_of(committed)),
       "docs/benchmarks/executor.md comes back unchanged when each section is replaced by itself")
 
-for failure in failures:
-    print("FAILED:", failure)
-print(f"executor_report_test: {'FAILED' if failures else 'passed'} ({len(failures)} failures)")
-sys.exit(1 if failures else 0)
+finish("executor_report_test")

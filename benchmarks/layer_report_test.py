@@ -3,24 +3,14 @@
 |active| model, and the least ratio a CPU's multiply-adds allow (from executor_fit.json's floor
 per pair), which appears only when the executor report of the same run measured a floor.
 Standard library only (any python3); run by ctest as benchmark.layer_report."""
-import importlib.util
 import json
 import os
 import sys
 import tempfile
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, here)
-spec = importlib.util.spec_from_file_location("layer_report", os.path.join(here, "layer_report.py"))
-report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(report)
+from report_checks import check, finish, load_report
 
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
+report = load_report("layer_report")
 
 
 def layer_row(policy, ms, active, assignments):
@@ -60,7 +50,4 @@ with tempfile.TemporaryDirectory() as out:
     text = generate(out, None)
     check("least by multiply-adds" not in text, "without a fit: no least ratios")
 
-for failure in failures:
-    print("FAILED:", failure)
-print(f"layer_report_test: {'FAILED' if failures else 'passed'} ({len(failures)} failures)")
-sys.exit(1 if failures else 0)
+finish("layer_report_test")
