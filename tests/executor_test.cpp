@@ -783,11 +783,17 @@ const float* gate_start = nullptr;
 const float* up_start = nullptr;
 const float* x_start = nullptr;
 constexpr int cols = 32;
+constexpr std::size_t up_rows = 10;  // the test's matrices
 template <int Rows>
 void record(const mr::cpu::row_block<float, Rows>& block, const float* x, int tokens, mr::cpu::block_sums<Rows>& sums) {
   tile_seen tile{{}, (x - x_start) / cols, tokens};
+  // Which matrix a row is in, by address range (the two vectors lie in either order).
+  const auto in_up = [](const float* row) {
+    const auto at = reinterpret_cast<std::uintptr_t>(row), begin = reinterpret_cast<std::uintptr_t>(up_start);
+    return up_start != nullptr && at >= begin && at < begin + up_rows * cols * sizeof(float);
+  };
   for (const float* row : block.rows) {
-    const bool up = up_start != nullptr && row >= up_start;
+    const bool up = in_up(row);
     tile.rows.push_back((row - (up ? up_start : gate_start)) / cols + (up ? 1000 : 0));
   }
   seen.push_back(tile);
@@ -808,7 +814,7 @@ void multiply_tile(wide_kernel, const mr::cpu::row_block<float, mr::cpu::wide_bl
 TEST_CASE("sweeps of a kernel's wide-tile token count take 8-row blocks, larger ones the usual 4") {
   using namespace wide_tile_test;
   static_assert(mr::cpu::wide_block_rows == 8);
-  constexpr int rows = 10;
+  constexpr int rows = static_cast<int>(up_rows);
   std::vector<float> gate(static_cast<std::size_t>(rows) * cols), up(gate.size()), x(4 * cols), out(4 * rows);
   gate_start = gate.data();
   x_start = x.data();
@@ -841,7 +847,10 @@ TEST_CASE("sweeps of a kernel's wide-tile token count take 8-row blocks, larger 
   CHECK(seen[0].rows == rows_list{0, 1, 2, 3, 1000, 1001, 1002, 1003});
   CHECK(seen[2].rows == rows_list{8, 9, 9, 9, 1008, 1009, 1009, 1009});
   // Gate row r sits in slot r % 4 and its up row in slot 4 + r % 4.
-  for (int r = 0; r < rows; ++r) CHECK(act[static_cast<std::size_t>(r)] == 10.0f * (r % 4) + 4 + r % 4);
+  for (int r = 0; r < rows; ++r) {
+    const auto slot = static_cast<float>(r % 4);
+    CHECK(act[static_cast<std::size_t>(r)] == 10.0f * slot + 4.0f + slot);
+  }
 }
 
 namespace {
