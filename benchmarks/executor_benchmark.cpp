@@ -120,7 +120,8 @@ class read_reference {
           for (std::size_t r = 0; r < pair_rows; ++r) {
             for (const double* matrix : {gate, up}) {
               const double* line = matrix + block + r * row_doubles + column;
-              __builtin_prefetch(reinterpret_cast<const char*>(line) + on, 0, 2);
+              // As an integer: past the buffer's last block the address lies beyond it.
+              mr::cpu::prefetch_address<2>(mr::cpu::address_on(line, static_cast<std::ptrdiff_t>(on)));
               for (std::size_t i = 0; i < line_doubles; ++i) sums[i] += line[i];
             }
           }
@@ -306,7 +307,9 @@ void tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
 }
 
 // One gate/up work item for `tokens` tokens, as the executor sweeps it (`sweep_gate_up`: blocks
-// of 2 gate and 2 up rows by token groups, in the kernel's order, SwiGLU on each tile's sums).
+// of 2 gate and 2 up rows by token groups, or of 4 and 4 for a kernel's wide tiles at 1-3
+// tokens, in the kernel's order, SwiGLU on each tile's sums). (`tile/...` above times the
+// 4-row tile only.)
 // The matrices hold the next item's rows as well, so the second token pass's run-ahead
 // prefetches land on weights, as they do in a layer.
 template <class Kernel>

@@ -99,9 +99,10 @@ def multiply_add_floor(context, rows, bandwidth):
     lines = ["", "### The multiply-add floor", "",
              f"This CPU's bfloat16 kernel {how}. One core's peak (`{cell}`, {chains}) was {peak / 1e9:.1f} G "
              f"multiply-adds per second here; the floor is each layer's multiply-adds ({MULTIPLY_ADDS_PER_PAIR / 1e6:.2f} "
-             f"M per (token, expert) pair) at that rate on all {cores} cores, the read its active experts' weights at "
-             "the reference bandwidth. Where the floor is the longer, the last column is the most of the read any "
-             "such kernel could reach.", "",
+             f"M per (token, expert) pair) at that rate on each of the {cores} CPUs the benchmark counts, the read its "
+             "active experts' weights at the reference bandwidth. Where the floor is the longer, the last column is "
+             "the most of the read any such kernel could reach. (Where two of those CPUs are threads of one core, "
+             "they share its units: the floor is then up to 2x low, still a floor.)", "",
              "| n | pairs | multiply-adds | floor ms | read ms | best fraction of the read |", "|---|---|---|---|---|---|"]
     return lines + table, per_pair_ms
 

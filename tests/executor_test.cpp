@@ -484,6 +484,7 @@ TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows a
         check_sweeps<Weight>(kernel, 0, 21, 1110, 5, rng);
         check_sweeps<Weight>(kernel, 0, 18, 48, 3, rng);
         check_sweeps<Weight>(kernel, 0, 9, 7, 4, rng);
+        check_sweeps<Weight>(kernel, 3, 29, 100, 2, rng);  // 2 tokens (wide tiles where a kernel has them)
       }
     };
     mr::cpu::with_projection_kernel<Weight>(level, check_kernel);
@@ -769,6 +770,7 @@ TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass as
 // A kernel with wide tiles (`wide_tile_tokens_of`): sweeps of up to 2 tokens take blocks of
 // `wide_block_rows` rows, larger ones the usual 4-row blocks in tiles of 3. It records each
 // tile's rows (offsets into the gate and up matrices) and tokens.
+namespace {
 namespace wide_tile_test {
 struct wide_kernel {};
 constexpr int tile_tokens_of(wide_kernel) noexcept { return 3; }
@@ -798,7 +800,7 @@ void record(const mr::cpu::row_block<float, Rows>& block, const float* x, int to
   }
   seen.push_back(tile);
   for (int i = 0; i < Rows; ++i) {
-    for (int t = 0; t < tokens; ++t) sums[i][t] = static_cast<float>(i);  // each slot's own index
+    for (int t = 0; t < tokens; ++t) sums[i][t] = static_cast<float>(i + 100 * t);  // slot and token
   }
 }
 void multiply_tile(wide_kernel, const mr::cpu::row_block<float>& block, int, const float* x, std::ptrdiff_t, int tokens,
@@ -810,6 +812,7 @@ void multiply_tile(wide_kernel, const mr::cpu::row_block<float, mr::cpu::wide_bl
   record(block, x, tokens, sums);
 }
 }  // namespace wide_tile_test
+}  // namespace
 
 TEST_CASE("sweeps of a kernel's wide-tile token count take 8-row blocks, larger ones the usual 4") {
   using namespace wide_tile_test;
@@ -827,8 +830,13 @@ TEST_CASE("sweeps of a kernel's wide-tile token count take 8-row blocks, larger 
   CHECK(seen[0].rows == rows_list{0, 1, 2, 3, 4, 5, 6, 7});
   CHECK(seen[1].rows == rows_list{8, 9, 9, 9, 9, 9, 9, 9});
   CHECK((seen[0].tokens == 2 && seen[1].tokens == 2 && seen[0].first_token == 0));
-  // Every slot's sum lands at its row (the record writes the slot's index): row r = r % 8.
-  for (int r = 0; r < rows; ++r) CHECK(out[static_cast<std::size_t>(rows) + r] == static_cast<float>(r % 8));
+  // Every slot's sum lands at its row and token (the record writes slot + 100 token): row r is
+  // slot r % 8.
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < rows; ++r) {
+      CHECK(out[static_cast<std::size_t>(t * rows + r)] == static_cast<float>(r % 8 + 100 * t));
+    }
+  }
   // 3 tokens: the usual 4-row blocks at rows 0, 4 and 8, one tile of 3 each.
   seen.clear();
   mr::cpu::sweep_rows(wide_kernel{}, gate.data(), 0, rows, cols, x.data(), cols, 3, out.data(), rows);
@@ -836,20 +844,23 @@ TEST_CASE("sweeps of a kernel's wide-tile token count take 8-row blocks, larger 
   CHECK(seen[0].rows == rows_list{0, 1, 2, 3});
   CHECK(seen[2].rows == rows_list{8, 9, 9, 9});
   CHECK(seen[1].tokens == 3);
-  // sweep_gate_up, 1 token: 4 gate rows then the same 4 rows of up in each block.
+  // sweep_gate_up, 2 tokens: 4 gate rows then the same 4 rows of up in each block.
   up_start = up.data();
   seen.clear();
-  std::vector<float> act(static_cast<std::size_t>(rows), -1.0f);
+  std::vector<float> act(static_cast<std::size_t>(2 * rows), -1.0f);
   mr::cpu::sweep_gate_up(
-      wide_kernel{}, gate.data(), up.data(), 0, rows, cols, x.data(), cols, 1, act.data(), rows, rows,
+      wide_kernel{}, gate.data(), up.data(), 0, rows, cols, x.data(), cols, 2, act.data(), rows, rows,
       [](float g, float u) { return 10 * g + u; }, [](float v) { return v; });
   REQUIRE(seen.size() == 3);
   CHECK(seen[0].rows == rows_list{0, 1, 2, 3, 1000, 1001, 1002, 1003});
   CHECK(seen[2].rows == rows_list{8, 9, 9, 9, 1008, 1009, 1009, 1009});
-  // Gate row r sits in slot r % 4 and its up row in slot 4 + r % 4.
-  for (int r = 0; r < rows; ++r) {
-    const auto slot = static_cast<float>(r % 4);
-    CHECK(act[static_cast<std::size_t>(r)] == 10.0f * slot + 4.0f + slot);
+  CHECK(seen[1].tokens == 2);
+  // Gate row r sits in slot r % 4 and its up row in slot 4 + r % 4; token t adds 100 t to both.
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < rows; ++r) {
+      const auto g = static_cast<float>(r % 4 + 100 * t), u = static_cast<float>(4 + r % 4 + 100 * t);
+      CHECK(act[static_cast<std::size_t>(t * rows + r)] == 10.0f * g + u);
+    }
   }
 }
 

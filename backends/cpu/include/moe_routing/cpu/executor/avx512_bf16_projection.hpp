@@ -29,7 +29,9 @@ constexpr int tile_tokens_of(avx512_bf16_kernel) noexcept { return 6; }
 /// as in the 4 x 6 tile. On Zen 4 the memory-bound layer's paired fraction rose from 0.88, 0.89,
 /// 0.87 and 0.76 to 0.92, 0.92, 0.90 and 0.78 at n = 1, 4, 16 and 64 with the machine's read at
 /// 31-35 GB/s, and by 3-10 points in the fewer samples at 51-61 GB/s; the compute alone moved by
-/// under 2% (docs/benchmarks/executor_zen4.md).
+/// under 2% (docs/benchmarks/executor_zen4.md). The 8 x 3 tile holds 24 accumulators and 8
+/// weight vectors, one more than the 32 registers: GCC 12 keeps one accumulator on the stack (a
+/// load and a store per 24 `vdpbf16ps`), which a pass this memory-bound does not feel.
 constexpr int wide_tile_tokens_of(avx512_bf16_kernel) noexcept { return 3; }
 
 namespace detail {
