@@ -79,9 +79,10 @@ PEAKS = [("executor: avx512_bf16", "compute/bf16_dot_peak_one_core",
 def multiply_add_floor(context, rows, bandwidth):
     """On a CPU whose bfloat16 kernel is a row kernel (avx512_bf16 or the AVX2 ones), the least
     time each batch size's multiply-adds can take: every (token, expert) pair's 3 x d x h of them
-    at that kernel's one-core peak (`PEAKS`) on every core. Where that floor is longer than the
-    read of the layer's active experts, no such kernel reaches the read however well it streams,
-    and the last column says how close one can come. Returns (table lines, floor in ms per pair)."""
+    at that kernel's one-core peak (`PEAKS`) on every CPU the benchmark counts. Where that floor
+    is longer than the read of the layer's active experts, no such kernel reaches the read however
+    well it streams, and the last column says how close one can come. Returns (table lines, floor
+    in ms per pair)."""
     kernels, cores = context.get("kernels", ""), context.get("num_cpus")
     chosen = next((p for p in PEAKS if p[0] in kernels), None)
     peak = rows.get(chosen[1], {}).get("multiply_adds_per_s") if chosen else None

@@ -36,7 +36,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <type_traits>
 
 #include "moe_routing/core/half.hpp"
@@ -76,6 +75,7 @@ constexpr int wide_tile_tokens_of(Kernel) noexcept {
 /// this is, and whether the first pass streams into L2 rather than L1 (`prefetch_step`).
 template <class Weight, int Rows = block_rows>
 struct row_block {
+  static constexpr int row_count = Rows;
   const Weight* rows[Rows] = {};
   std::ptrdiff_t next_block_bytes = 0;
   int run_ahead_blocks = 1;
@@ -221,7 +221,8 @@ struct block_extent {
 /// shape and order (the next block's distance, how far on the second pass prefetches, the pass).
 /// The groups are as even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one
 /// token leaves the multiply-add units mostly waiting). Each tile's sums (`block_sums<Rows>`) go
-/// to `take(extent, first_token, tokens, sums)`.
+/// to `take(extent, first_token, tokens, sums, group)`, `group` the tile's most tokens as a
+/// `std::integral_constant` (`Group`).
 template <int Rows, int Group, class Weight, class Kernel, class Input, class BlockAt, class Take>
 [[gnu::always_inline]] inline void sweep_blocks_of(Kernel kernel, int row_begin, int row_end, int matrices, int cols,
                                                    const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,
@@ -251,7 +252,7 @@ template <int Rows, int Group, class Weight, class Kernel, class Input, class Bl
     const int t0 = first_token_of(pass), tokens = tokens_of(pass);
     block_sums<Rows> sums = {};  // a tile of fewer tokens leaves the other lanes as they are
     multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
-    take(rows, t0, tokens, sums);
+    take(rows, t0, tokens, sums, std::integral_constant<int, Group>{});
   };
   if constexpr (sweeps_block_by_block<Kernel>) {
     for (int first = row_begin; first < row_end; first += rows_per_block) {
@@ -290,11 +291,11 @@ void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end,
                 std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
   compiled_for(kernel, [&]() MOE_ROUTING_INLINE_LAMBDA {
     const auto block_at = [&](block_extent rows, auto& block) MOE_ROUTING_INLINE_LAMBDA {
-      for (int i = 0; i < std::ssize(block.rows); ++i) {
+      for (int i = 0; i < block.row_count; ++i) {
         block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
       }
     };
-    const auto take = [&](block_extent rows, int t0, int tokens, const auto& sums) MOE_ROUTING_INLINE_LAMBDA {
+    const auto take = [&](block_extent rows, int t0, int tokens, const auto& sums, auto) MOE_ROUTING_INLINE_LAMBDA {
       for (int t = 0; t < tokens; ++t) {
         for (int i = 0; i < rows.count; ++i) out[(t0 + t) * out_stride + rows.first + i] = sums[i][t];
       }
@@ -314,14 +315,15 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
   compiled_for(kernel, [&]() MOE_ROUTING_INLINE_LAMBDA {
     // A block's first half of rows are gate rows, its second half the same rows of up.
     const auto block_at = [&](block_extent rows, auto& block) MOE_ROUTING_INLINE_LAMBDA {
-      constexpr int pair_rows = std::extent_v<decltype(block.rows)> / 2;
+      constexpr int pair_rows = std::remove_cvref_t<decltype(block)>::row_count / 2;
       for (int i = 0; i < pair_rows; ++i) {
         const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
         block.rows[i] = gate + at;
         block.rows[pair_rows + i] = up + at;
       }
     };
-    const auto take = [&](block_extent rows, int t0, int tokens, const auto& sums) MOE_ROUTING_INLINE_LAMBDA {
+    const auto take = [&](block_extent rows, int t0, int tokens, const auto& sums,
+                          auto tile_group) MOE_ROUTING_INLINE_LAMBDA {
       // Every (gate row, token) lane of the kernel's tile, used or not (the unused hold zeros),
       // activated and converted in one loop over flat arrays, which the compiler vectorizes.
       // Indexed as [row][token], the loop was not vectorized (a "complicated access pattern").
@@ -335,7 +337,7 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
       // values are stored.
       constexpr int tile_rows = std::extent_v<std::remove_cvref_t<decltype(sums)>>, pair_rows = tile_rows / 2;
       static_assert(tile_rows == 2 * pair_rows, "a block holds as many gate rows as up rows");
-      constexpr int group = tile_rows == wide_block_rows ? wide_tile_tokens_of(Kernel{}) : tile_tokens_of(Kernel{});
+      constexpr int group = decltype(tile_group)::value;
       constexpr int lanes = pair_rows * group, padded_lanes = lanes <= 8 ? (lanes + 3) / 4 * 4 : 16;
       static_assert(lanes <= padded_lanes);
       float gate_sums[padded_lanes] = {}, up_sums[padded_lanes] = {};
