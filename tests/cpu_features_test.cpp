@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <moe_routing/cpu.hpp>
 #include <moe_routing/cpu/executor/stream_cache.hpp>
+#include <moe_routing/cpu/executor/sweep_order.hpp>
 #include <moe_routing/cpu/simd/cpu_features.hpp>
 
 namespace {
@@ -58,6 +59,13 @@ mr::cpu::isa_level level_from_flags(const std::set<std::string>& f) {
   return isa_level::amx;
 }
 
+/// Whether /proc/cpuinfo's vendor, family and flags name Zen 4 (`is_zen4`).
+bool cpuinfo_says_zen4() {
+  const bool amd = cpuinfo_value("vendor_id") == "AuthenticAMD";
+  const int family = std::stoi(cpuinfo_value("cpu family"));
+  return mr::cpu::detail::is_zen4(amd, family, level_from_flags(cpuinfo_flags()) >= mr::cpu::isa_level::avx512);
+}
+
 bool isa_capped() {
   const char* cap = std::getenv("MOE_ROUTING_CPU_ISA");
   return cap != nullptr && *cap != '\0';
@@ -94,16 +102,16 @@ TEST_CASE("MOE_ROUTING_CPU_ISA caps the level (run by CTest with each cap)" * do
   CHECK(mr::cpu::name_of(mr::cpu::detail::isa_cap()) == std::string(cap));
 }
 
-// Which cache the sweeps stream weights into (`cpu/executor/stream_cache.hpp`), worked out by
-// hand for the CPUs it distinguishes.
-TEST_CASE("the weight stream cache: L2 on Zen 4 alone, and the override's two words") {
+// Which CPUs the executor's tuning treats as Zen 4 (`cpu/simd/cpu_features.hpp`), worked out by
+// hand, and the words the stream cache's override takes (`cpu/executor/stream_cache.hpp`).
+TEST_CASE("Zen 4 by vendor, family and AVX-512, and the stream cache override's two words") {
+  using mr::cpu::detail::is_zen4;
+  CHECK(is_zen4(true, 25, true));         // Zen 4: family 19h with AVX-512
+  CHECK_FALSE(is_zen4(true, 25, false));  // Zen 3: the same family, AVX2 only
+  CHECK_FALSE(is_zen4(true, 26, true));   // Zen 5
+  CHECK_FALSE(is_zen4(false, 6, true));   // Intel Xeon
+  CHECK_FALSE(is_zen4(false, 25, true));  // family 25 of another vendor
   using mr::cpu::stream_cache;
-  using mr::cpu::detail::default_stream_cache;
-  CHECK(default_stream_cache(true, 25, true) == stream_cache::l2);   // Zen 4: family 19h with AVX-512
-  CHECK(default_stream_cache(true, 25, false) == stream_cache::l1);  // Zen 3: the same family, AVX2 only
-  CHECK(default_stream_cache(true, 26, true) == stream_cache::l1);   // Zen 5: not measured faster
-  CHECK(default_stream_cache(false, 6, true) == stream_cache::l1);   // Intel Xeon
-  CHECK(default_stream_cache(false, 25, true) == stream_cache::l1);  // family 25 of another vendor
   using mr::cpu::detail::parse_stream_cache;
   CHECK(parse_stream_cache("l1") == stream_cache::l1);
   CHECK(parse_stream_cache("l2") == stream_cache::l2);
@@ -123,10 +131,7 @@ TEST_CASE("the weight rows stream where this CPU's default or MOE_ROUTING_STREAM
   if (text != nullptr && *text != '\0') {
     expected = std::string(text) == "l2" ? mr::cpu::stream_cache::l2 : mr::cpu::stream_cache::l1;
   } else {
-    const bool amd = cpuinfo_value("vendor_id") == "AuthenticAMD";
-    const int family = std::stoi(cpuinfo_value("cpu family"));
-    const bool avx512 = level_from_flags(cpuinfo_flags()) >= mr::cpu::isa_level::avx512;
-    expected = amd && family == 25 && avx512 ? mr::cpu::stream_cache::l2 : mr::cpu::stream_cache::l1;
+    expected = cpuinfo_says_zen4() ? mr::cpu::stream_cache::l2 : mr::cpu::stream_cache::l1;
   }
   CAPTURE(cpuinfo_value("vendor_id"));
   CAPTURE(cpuinfo_value("cpu family"));
@@ -144,4 +149,58 @@ TEST_CASE("the weight rows stream where this CPU's default or MOE_ROUTING_STREAM
   CAPTURE(report);
   CHECK(report.find(std::string("weight rows streamed into ") +
                     (expected == mr::cpu::stream_cache::l2 ? "L2" : "L1")) != std::string::npos);
+}
+
+// The sweep order of each kernel on the CPUs it distinguishes, worked out by hand from what was
+// measured (`cpu/executor/sweep_order.hpp`), and the override's two words.
+TEST_CASE("sweep orders: blocks first for avx2_bf16, and for the AVX-512 kernels on Zen 4 alone") {
+  using mr::cpu::default_sweep_order;
+  using mr::cpu::sweep_order;
+  for (const bool zen4 : {false, true}) {
+    CAPTURE(zen4);
+    CHECK(default_sweep_order(mr::cpu::avx2_bf16_kernel{}, zen4) == sweep_order::blocks_first);
+    CHECK(default_sweep_order(mr::cpu::portable_kernel{}, zen4) == sweep_order::groups_first);
+    CHECK(default_sweep_order(mr::cpu::avx2_kernel{}, zen4) == sweep_order::groups_first);
+    const sweep_order avx512 = zen4 ? sweep_order::blocks_first : sweep_order::groups_first;
+    CHECK(default_sweep_order(mr::cpu::avx512_kernel{}, zen4) == avx512);
+    CHECK(default_sweep_order(mr::cpu::avx512_bf16_kernel{}, zen4) == avx512);
+  }
+  using mr::cpu::detail::parse_sweep_order;
+  CHECK(parse_sweep_order("groups") == sweep_order::groups_first);
+  CHECK(parse_sweep_order("blocks") == sweep_order::blocks_first);
+  CHECK_FALSE(parse_sweep_order("Blocks").has_value());
+  CHECK_FALSE(parse_sweep_order("rows").has_value());
+  CHECK_FALSE(parse_sweep_order("").has_value());
+  CHECK(std::string(mr::cpu::name_of(sweep_order::blocks_first)) == "blocks");
+  CHECK(std::string(mr::cpu::name_of(sweep_order::groups_first)) == "groups");
+}
+
+// The same on this machine, from /proc/cpuinfo rather than CPUID, as the report says it; CTest
+// runs it again with each override (sweep_order.groups, sweep_order.blocks).
+TEST_CASE("the sweeps take this CPU's order or MOE_ROUTING_SWEEP_ORDER's" *
+          doctest::skip(cpuinfo_value("cpu family").empty()) *
+          doctest::description("skipped: /proc/cpuinfo names no CPU family")) {
+  const char* text = std::getenv("MOE_ROUTING_SWEEP_ORDER");
+  const bool forced = text != nullptr && *text != '\0';
+  const bool zen4 = cpuinfo_says_zen4();
+  CAPTURE(zen4);
+  const auto expected = [&](bool kernel_blocks_first) {
+    const bool blocks = forced ? std::string(text) == "blocks" : kernel_blocks_first;
+    return blocks ? mr::cpu::sweep_order::blocks_first : mr::cpu::sweep_order::groups_first;
+  };
+  CHECK(mr::cpu::sweep_order_of(mr::cpu::avx2_bf16_kernel{}) == expected(true));
+  CHECK(mr::cpu::sweep_order_of(mr::cpu::avx2_kernel{}) == expected(false));
+  CHECK(mr::cpu::sweep_order_of(mr::cpu::avx512_bf16_kernel{}) == expected(zen4));
+  CHECK(mr::cpu::sweep_order_of(mr::cpu::avx512_kernel{}) == expected(zen4));
+  // The report names the bfloat16 kernel's order where that kernel is a row kernel.
+  const std::string report = mr::cpu::kernel_report();
+  CAPTURE(report);
+  const mr::cpu::isa_level bf16 = mr::cpu::best_projection_level();
+  if (bf16 == mr::cpu::isa_level::avx512_bf16) {
+    CHECK(report.find(expected(zen4) == mr::cpu::sweep_order::blocks_first
+                          ? "avx512_bf16 sweeps blocks first"
+                          : "avx512_bf16 sweeps token groups first") != std::string::npos);
+  } else if (bf16 == mr::cpu::isa_level::amx) {
+    CHECK(report.find(" sweeps ") == std::string::npos);
+  }
 }

@@ -5,8 +5,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <bit>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <string>
 
 #include <moe_routing/cpu/executor/moe_forward.hpp>
 
@@ -692,8 +694,9 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
   check(mr::bfloat16{});
 }
 
-// A kernel that only records the tiles a sweep hands it, in either order
-// (`sweeps_block_by_block`), to check the sweep's loops without a real kernel's sums.
+// A kernel that only records the tiles a sweep hands it, in either order (its
+// `default_sweep_order`, or `MOE_ROUTING_SWEEP_ORDER`'s), to check the sweep's loops without a
+// real kernel's sums.
 namespace {
 namespace sweep_order_test {
 struct tile_visit {
@@ -716,6 +719,10 @@ constexpr int tile_tokens_of(recording_kernel<BlockByBlock>) noexcept {
   return 2;
 }
 template <bool BlockByBlock>
+constexpr mr::cpu::sweep_order default_sweep_order(recording_kernel<BlockByBlock>, bool) noexcept {
+  return BlockByBlock ? mr::cpu::sweep_order::blocks_first : mr::cpu::sweep_order::groups_first;
+}
+template <bool BlockByBlock>
 void multiply_tile(recording_kernel<BlockByBlock>, const mr::cpu::row_block<float>& block, int, const float* x,
                    std::ptrdiff_t x_stride, int tokens, mr::cpu::tile_sums&) {
   visits.push_back({(block.rows[0] - matrix_start) / cols, block.pass, (x - x_start) / x_stride, tokens,
@@ -723,9 +730,6 @@ void multiply_tile(recording_kernel<BlockByBlock>, const mr::cpu::row_block<floa
 }
 }  // namespace sweep_order_test
 }  // namespace
-
-template <>
-inline constexpr bool moe_routing::cpu::sweeps_block_by_block<sweep_order_test::recording_kernel<true>> = true;
 
 namespace {
 TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass asking for the rows taken next") {
@@ -758,12 +762,19 @@ TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass as
       CHECK(visits[i].streams_to_l2 == (mr::cpu::weight_stream_cache() == mr::cpu::stream_cache::l2));
     }
   };
+  // The kernel's own order, unless MOE_ROUTING_SWEEP_ORDER names one for every kernel.
+  const char* forced = std::getenv("MOE_ROUTING_SWEEP_ORDER");
+  const auto expected = [&](bool kernel_blocks_first) -> const std::vector<tile_visit>& {
+    if (forced != nullptr && *forced != '\0') return std::string(forced) == "blocks" ? blocks_first : groups_first;
+    return kernel_blocks_first ? blocks_first : groups_first;
+  };
+  CAPTURE(forced);
   visits.clear();
   mr::cpu::sweep_rows(recording_kernel<true>{}, matrix.data(), 0, rows, cols, x.data(), cols, m, out.data(), rows);
-  check_visits(blocks_first);
+  check_visits(expected(true));
   visits.clear();
   mr::cpu::sweep_rows(recording_kernel<false>{}, matrix.data(), 0, rows, cols, x.data(), cols, m, out.data(), rows);
-  check_visits(groups_first);
+  check_visits(expected(false));
 }
 }  // namespace
 

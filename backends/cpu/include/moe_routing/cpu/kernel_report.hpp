@@ -10,22 +10,28 @@
 #include "moe_routing/cpu/executor/kernel_choice.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/stream_cache.hpp"
+#include "moe_routing/cpu/executor/sweep_order.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 
 namespace moe_routing::cpu {
 
 /// The kernels calls take here, e.g. "cpu: avx512_bf16; executor: avx512_bf16 for bfloat16
-/// weights with bfloat16 activations, avx512 otherwise; routing top-k and mass ranking:
-/// avx512", or on an AVX2 CPU "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2
-/// otherwise; routing top-k and mass ranking: avx2", or where one kernel
-/// takes every weight type "executor: portable for every weight type".
+/// weights with bfloat16 activations, avx512 otherwise; weight rows streamed into L2;
+/// avx512_bf16 sweeps blocks first; routing top-k and mass ranking: avx512", or on an AVX2 CPU "cpu: avx2; executor:
+/// avx2_bf16 for bfloat16 weights, avx2 otherwise; routing top-k and mass ranking: avx2", or where one kernel takes
+/// every weight type "executor: portable for every weight type".
 inline std::string kernel_report() {
   const isa_level bf16 = best_projection_level(), other = projection_level(isa_level::amx, false);
-  std::string bf16_kernel, float_kernel;
+  std::string bf16_kernel, float_kernel, bf16_sweeps;
   bool rounds_activations = false;  // only the kernels of bf16 x bf16 products need them rounded
   with_projection_kernel<bfloat16>(bf16, [&](auto kernel) {
     bf16_kernel = decltype(kernel)::name;
     rounds_activations = takes_bf16_activations<decltype(kernel)>;
+    // The AMX tiles walk their own order; the row kernels sweep in `sweep_order_of`'s.
+    if constexpr (row_kernel<decltype(kernel)>) {
+      bf16_sweeps = std::string("; ") + bf16_kernel + " sweeps " +
+                    (sweep_order_of(kernel) == sweep_order::blocks_first ? "blocks first" : "token groups first");
+    }
   });
   with_projection_kernel<float>(other, [&](auto kernel) { float_kernel = decltype(kernel)::name; });
   const std::string executor =
@@ -36,7 +42,7 @@ inline std::string kernel_report() {
   const char* routing = cpu_runs(isa_level::avx512) ? "avx512" : cpu_runs(isa_level::avx2) ? "avx2" : "portable";
   const char* streamed_into = weight_stream_cache() == stream_cache::l2 ? "L2" : "L1";
   return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor + "; weight rows streamed into " +
-         streamed_into + "; routing top-k and mass ranking: " + routing;
+         streamed_into + bf16_sweeps + "; routing top-k and mass ranking: " + routing;
 }
 
 }  // namespace moe_routing::cpu

@@ -63,14 +63,4 @@ inline constexpr bool takes_bf16_activations =
 template <class Kernel>
 inline constexpr bool takes_paired_activations = std::same_as<Kernel, avx2_bf16_kernel>;
 
-/// Whether the kernel's sweep takes every token group over one block of rows before the next
-/// block (`sweep_blocks`), instead of each group over every block. Blocks first was measured
-/// faster for the AVX2 kernel of bfloat16 weights on Zen 3 (2-token groups), token groups first
-/// for `avx512_bf16` on Zen 5 (6-token groups; in an older sweep, and with no gain at n = 64 with
-/// the next block run ahead; docs/benchmarks/executor_zen3.md, executor_zen5.md). `avx512`
-/// follows `avx512_bf16`, and the AVX2 widening and portable kernels keep token groups first,
-/// unmeasured either way.
-template <class Kernel>
-inline constexpr bool sweeps_block_by_block = std::same_as<Kernel, avx2_bf16_kernel>;
-
 }  // namespace moe_routing::cpu

@@ -7,22 +7,18 @@
 /// `wide_block_rows` (`wide_tile_tokens_of`): more rows streaming at once.
 ///
 /// Each weight row is read from memory once per call whatever the token count, in one of two
-/// orders (`sweeps_block_by_block`, per kernel):
-///   - token groups first (every other kernel): the first group sweeps every block of the
-///     item, and each later group sweeps them all again. An item's rows (32 x d x 2 bytes,
-///     128 KiB for gate and up at d = 2048 in bfloat16) stay in L2 for the later groups, the
-///     group's activation rows (at most 6 x d x 2 bytes in bfloat16) in L1 for the whole item.
-///     Blocks first read a busy expert's activations from L2 at every tile instead: 22 tokens
-///     of d = 2048 are 88 KiB, more than Zen 5's 48 KiB L1 (measured on Zen 5 then).
-///   - blocks first (the AVX2 kernel of bfloat16 weights): every group over one block before
-///     the next, and the second group asks for the next block's rows while it computes. So
-///     each block's reads overlap the previous block's compute, where the other order streams
-///     the item in its first pass and computes the later ones with the memory mostly idle (our
-///     reading). On Zen 3 the layer took 0.92-0.94 of the time at n = 16 in the two runs whose
-///     controls held (0.96 in a third), 0.91-0.99 at n = 64, and compute alone at n = 16 did not
-///     move (docs/benchmarks/executor_zen3.md). An expert of 4 or more tokens now reads its
-///     float activations (8 KiB a token at d = 2048) from L2 at every block, where it read the
-///     item's weights from L2 at every later pass before.
+/// orders (`sweep_order_of`, per kernel and CPU: `sweep_order.hpp`):
+///   - token groups first: the first group sweeps every block of the item, and each later group
+///     sweeps them all again. An item's rows (32 x d x 2 bytes, 128 KiB for gate and up at
+///     d = 2048 in bfloat16) stay in L2 for the later groups, the group's activation rows (at
+///     most 6 x d x 2 bytes in bfloat16) in L1 for the whole item.
+///   - blocks first: every group over one block before the next, and the second group asks for
+///     the next block's rows while it computes. So each block's reads overlap the previous
+///     block's compute, where the other order streams the item in its first pass and computes
+///     the later ones with the memory mostly idle (our reading). A busy expert's activation rows
+///     come from L2 at every tile instead (22 tokens of d = 2048 are 88 KiB in bfloat16, more
+///     than Zen 4's 32 KiB or Zen 5's 48 KiB L1; 8 KiB a token in float for the AVX2 kernel).
+/// Which order is faster depends on the CPU; `sweep_order.hpp` holds what was measured.
 ///
 /// While the first group works through a block, the kernel prefetches ahead along each row and
 /// on into the same row of the next block, so memory keeps streaming through the block's
@@ -43,6 +39,7 @@
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/pair_order.hpp"
 #include "moe_routing/cpu/executor/stream_cache.hpp"
+#include "moe_routing/cpu/executor/sweep_order.hpp"
 
 namespace moe_routing::cpu {
 
@@ -215,8 +212,8 @@ struct block_extent {
 
 /// Multiplies the sweep's rows [row_begin, row_end), in blocks of `Rows` rows (`Rows /
 /// matrices` of each of `matrices` matrices), by `m` activation rows in token groups of at
-/// most `Group`: each group over every block, or, for a kernel that `sweeps_block_by_block`,
-/// every group over each block (see the file comment). `block_at(extent, block)` points a
+/// most `Group`: each group over every block, or, where the kernel's sweeps take blocks first
+/// here (`sweep_order_of`), every group over each block (see the file comment). `block_at(extent, block)` points a
 /// `row_block<Weight, Rows>`'s rows at a block's; the sweep sets the fields that follow from its
 /// shape and order (the next block's distance, how far on the second pass prefetches, the pass).
 /// The groups are as even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one
@@ -232,6 +229,7 @@ template <int Rows, int Group, class Weight, class Kernel, class Input, class Bl
   const int blocks = (row_end - row_begin + rows_per_block - 1) / rows_per_block;
   const int passes = (m + Group - 1) / Group;
   const bool streams_to_l2 = weight_stream_cache() == stream_cache::l2;
+  const bool blocks_first = sweep_order_of(kernel) == sweep_order::blocks_first;
   // Pass p takes `tokens_of(p)` tokens from `first_token_of(p)` on: the first m % passes
   // passes one more than the rest.
   const auto tokens_of = [&](int pass) MOE_ROUTING_INLINE_LAMBDA { return m / passes + (pass < m % passes ? 1 : 0); };
@@ -246,7 +244,7 @@ template <int Rows, int Group, class Weight, class Kernel, class Input, class Bl
     // Where the second pass asks: blocks first, the next block, which this core takes next;
     // token groups first, the same block of the next item (`blocks` blocks on), which the
     // parallel loop mostly hands the same core after this item's passes.
-    block.run_ahead_blocks = sweeps_block_by_block<Kernel> ? 1 : blocks;
+    block.run_ahead_blocks = blocks_first ? 1 : blocks;
     block.pass = pass;
     block.streams_to_l2 = streams_to_l2;
     const int t0 = first_token_of(pass), tokens = tokens_of(pass);
@@ -254,7 +252,7 @@ template <int Rows, int Group, class Weight, class Kernel, class Input, class Bl
     multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);
     take(rows, t0, tokens, sums, std::integral_constant<int, Group>{});
   };
-  if constexpr (sweeps_block_by_block<Kernel>) {
+  if (blocks_first) {
     for (int first = row_begin; first < row_end; first += rows_per_block) {
       for (int pass = 0; pass < passes; ++pass) tile(first, pass);
     }

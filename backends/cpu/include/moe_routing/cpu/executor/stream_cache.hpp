@@ -23,10 +23,6 @@
 
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 
-#if MOE_ROUTING_X86_KERNELS
-#include <cpuid.h>
-#endif
-
 namespace moe_routing::cpu {
 
 enum class stream_cache { l1, l2 };
@@ -42,37 +38,10 @@ inline std::optional<stream_cache> parse_stream_cache(const char* text) noexcept
   return std::nullopt;
 }
 
-/// The default for a CPU: L2 on AMD family 25 (19h) with AVX-512, which is Zen 4 (Zen 3, the
-/// same family, has no AVX-512); L1 on every other.
-constexpr stream_cache default_stream_cache(bool amd, int family, bool avx512) noexcept {
-  return amd && family == 25 && avx512 ? stream_cache::l2 : stream_cache::l1;
-}
-
-#if MOE_ROUTING_X86_KERNELS
-/// Whether CPUID names AMD as the vendor, and the CPU's family (base plus extended, as AMD and
-/// Intel both number it).
-inline void cpu_vendor_family(bool& amd, int& family) noexcept {
-  unsigned top = 0, b = 0, c = 0, d = 0;
-  amd = false;
-  family = 0;
-  if (__get_cpuid(0, &top, &b, &c, &d) == 0) return;
-  amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
-  unsigned a = 0;
-  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return;
-  const int base = static_cast<int>((a >> 8) & 0xf), extended = static_cast<int>((a >> 20) & 0xff);
-  family = base == 0xf ? base + extended : base;
-}
-#else
-inline void cpu_vendor_family(bool& amd, int& family) noexcept {
-  amd = false;
-  family = 0;
-}
-#endif
-
 }  // namespace detail
 
 /// Where the sweeps' first pass streams the weight rows on this CPU: `MOE_ROUTING_STREAM_CACHE`
-/// when set, else the CPU's default (`detail::default_stream_cache`). Worked out on the first
+/// when set, else L2 on Zen 4 (`runs_on_zen4`) and L1 on every other CPU. Worked out on the first
 /// call (thread-safe), then a load.
 inline stream_cache weight_stream_cache() {
   static const stream_cache cache = [] {
@@ -82,13 +51,7 @@ inline stream_cache weight_stream_cache() {
       std::fprintf(stderr, "moe_routing: MOE_ROUTING_STREAM_CACHE = \"%s\": must be l1 or l2\n", text);
       std::abort();
     }
-    bool amd = false;
-    int family = 0;
-    detail::cpu_vendor_family(amd, family);
-    // The CPU's own instruction set, not the one MOE_ROUTING_CPU_ISA caps: a forced kernel
-    // streams as the default kernel of the same CPU does.
-    const bool avx512 = static_cast<int>(detail::detect_isa()) >= static_cast<int>(isa_level::avx512);
-    return detail::default_stream_cache(amd, family, avx512);
+    return runs_on_zen4() ? stream_cache::l2 : stream_cache::l1;
   }();
   return cache;
 }

@@ -109,4 +109,46 @@ inline isa_level cpu_isa() {
 /// Whether the kernels may use `level` here.
 inline bool cpu_runs(isa_level level) { return static_cast<int>(cpu_isa()) >= static_cast<int>(level); }
 
+namespace detail {
+
+#if MOE_ROUTING_X86_KERNELS
+/// Whether CPUID names AMD as the vendor, and the CPU's family (base plus extended, as AMD and
+/// Intel both number it).
+inline void cpu_vendor_family(bool& amd, int& family) noexcept {
+  unsigned top = 0, b = 0, c = 0, d = 0;
+  amd = false;
+  family = 0;
+  if (__get_cpuid(0, &top, &b, &c, &d) == 0) return;
+  amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+  unsigned a = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return;
+  const int base = static_cast<int>((a >> 8) & 0xf), extended = static_cast<int>((a >> 20) & 0xff);
+  family = base == 0xf ? base + extended : base;
+}
+#else
+inline void cpu_vendor_family(bool& amd, int& family) noexcept {
+  amd = false;
+  family = 0;
+}
+#endif
+
+/// Whether a CPU is Zen 4: AMD's family 25 (19h) with AVX-512 (Zen 3, the same family, has no
+/// AVX-512). The executor's tuning differs there (`stream_cache.hpp`, `sweep_order.hpp`).
+constexpr bool is_zen4(bool amd, int family, bool avx512) noexcept { return amd && family == 25 && avx512; }
+
+}  // namespace detail
+
+/// Whether this machine's CPU is Zen 4 (`detail::is_zen4`), by what the CPU itself runs, not
+/// what `MOE_ROUTING_CPU_ISA` caps: a forced kernel is tuned as the default kernel of the same
+/// CPU is. Worked out on the first call (thread-safe), then a load.
+inline bool runs_on_zen4() {
+  static const bool zen4 = [] {
+    bool amd = false;
+    int family = 0;
+    detail::cpu_vendor_family(amd, family);
+    return detail::is_zen4(amd, family, static_cast<int>(detail::detect_isa()) >= static_cast<int>(isa_level::avx512));
+  }();
+  return zen4;
+}
+
 }  // namespace moe_routing::cpu
