@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include <doctest/doctest.h>
 #include <moe_routing/cpu.hpp>
@@ -192,15 +193,22 @@ TEST_CASE("the sweeps take this CPU's order or MOE_ROUTING_SWEEP_ORDER's" *
   CHECK(mr::cpu::sweep_order_of(mr::cpu::avx2_kernel{}) == expected(false));
   CHECK(mr::cpu::sweep_order_of(mr::cpu::avx512_bf16_kernel{}) == expected(zen4));
   CHECK(mr::cpu::sweep_order_of(mr::cpu::avx512_kernel{}) == expected(zen4));
-  // The report names the bfloat16 kernel's order where that kernel is a row kernel.
+  // The report names the bfloat16 kernel's order where that kernel is a row kernel (every one
+  // but AMX), in words written out here.
   const std::string report = mr::cpu::kernel_report();
   CAPTURE(report);
-  const mr::cpu::isa_level bf16 = mr::cpu::best_projection_level();
-  if (bf16 == mr::cpu::isa_level::avx512_bf16) {
-    CHECK(report.find(expected(zen4) == mr::cpu::sweep_order::blocks_first
-                          ? "avx512_bf16 sweeps blocks first"
-                          : "avx512_bf16 sweeps token groups first") != std::string::npos);
-  } else if (bf16 == mr::cpu::isa_level::amx) {
-    CHECK(report.find(" sweeps ") == std::string::npos);
-  }
+  mr::cpu::with_projection_kernel<mr::bfloat16>(mr::cpu::best_projection_level(), [&](auto kernel) {
+    using kernel_type = decltype(kernel);
+    if constexpr (std::is_same_v<kernel_type, mr::cpu::amx_kernel>) {
+      CHECK(report.find(" sweeps ") == std::string::npos);
+    } else {
+      const bool blocks = std::is_same_v<kernel_type, mr::cpu::avx2_bf16_kernel> ||
+                          (zen4 && (std::is_same_v<kernel_type, mr::cpu::avx512_bf16_kernel> ||
+                                    std::is_same_v<kernel_type, mr::cpu::avx512_kernel>));
+      const std::string words =
+          std::string(kernel_type::name) + " sweeps " +
+          (expected(blocks) == mr::cpu::sweep_order::blocks_first ? "blocks first" : "token groups first");
+      CHECK(report.find(words) != std::string::npos);
+    }
+  });
 }

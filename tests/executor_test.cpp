@@ -712,18 +712,18 @@ const float* matrix_start = nullptr;
 const float* x_start = nullptr;
 constexpr int cols = 64;
 
-template <bool BlockByBlock>
+template <bool BlocksFirst>
 struct recording_kernel {};
-template <bool BlockByBlock>
-constexpr int tile_tokens_of(recording_kernel<BlockByBlock>) noexcept {
+template <bool BlocksFirst>
+constexpr int tile_tokens_of(recording_kernel<BlocksFirst>) noexcept {
   return 2;
 }
-template <bool BlockByBlock>
-constexpr mr::cpu::sweep_order default_sweep_order(recording_kernel<BlockByBlock>, bool) noexcept {
-  return BlockByBlock ? mr::cpu::sweep_order::blocks_first : mr::cpu::sweep_order::groups_first;
+template <bool BlocksFirst>
+constexpr mr::cpu::sweep_order default_sweep_order(recording_kernel<BlocksFirst>, bool) noexcept {
+  return BlocksFirst ? mr::cpu::sweep_order::blocks_first : mr::cpu::sweep_order::groups_first;
 }
-template <bool BlockByBlock>
-void multiply_tile(recording_kernel<BlockByBlock>, const mr::cpu::row_block<float>& block, int, const float* x,
+template <bool BlocksFirst>
+void multiply_tile(recording_kernel<BlocksFirst>, const mr::cpu::row_block<float>& block, int, const float* x,
                    std::ptrdiff_t x_stride, int tokens, mr::cpu::tile_sums&) {
   visits.push_back({(block.rows[0] - matrix_start) / cols, block.pass, (x - x_start) / x_stride, tokens,
                     block.run_ahead_blocks, block.streams_to_l2});

@@ -15,11 +15,13 @@
 
 namespace moe_routing::cpu {
 
-/// The kernels calls take here, e.g. "cpu: avx512_bf16; executor: avx512_bf16 for bfloat16
-/// weights with bfloat16 activations, avx512 otherwise; weight rows streamed into L2;
-/// avx512_bf16 sweeps blocks first; routing top-k and mass ranking: avx512", or on an AVX2 CPU "cpu: avx2; executor:
-/// avx2_bf16 for bfloat16 weights, avx2 otherwise; routing top-k and mass ranking: avx2", or where one kernel takes
-/// every weight type "executor: portable for every weight type".
+/// The kernels calls take here, e.g. on Zen 4 "cpu: avx512_bf16; executor: avx512_bf16 for
+/// bfloat16 weights with bfloat16 activations, avx512 otherwise; weight rows streamed into L2;
+/// avx512_bf16 sweeps blocks first; routing top-k and mass ranking: avx512", or on an AVX2 CPU
+/// "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise; weight rows streamed
+/// into L1; avx2_bf16 sweeps blocks first; routing top-k and mass ranking: avx2", or where one
+/// kernel takes every weight type "executor: portable for every weight type". The AMX tiles
+/// walk their own order, so an AMX machine's report names no sweep order.
 inline std::string kernel_report() {
   const isa_level bf16 = best_projection_level(), other = projection_level(isa_level::amx, false);
   std::string bf16_kernel, float_kernel, bf16_sweeps;

@@ -211,15 +211,15 @@ struct block_extent {
 };
 
 /// Multiplies the sweep's rows [row_begin, row_end), in blocks of `Rows` rows (`Rows /
-/// matrices` of each of `matrices` matrices), by `m` activation rows in token groups of at
-/// most `Group`: each group over every block, or, where the kernel's sweeps take blocks first
-/// here (`sweep_order_of`), every group over each block (see the file comment). `block_at(extent, block)` points a
-/// `row_block<Weight, Rows>`'s rows at a block's; the sweep sets the fields that follow from its
-/// shape and order (the next block's distance, how far on the second pass prefetches, the pass).
-/// The groups are as even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one
-/// token leaves the multiply-add units mostly waiting). Each tile's sums (`block_sums<Rows>`) go
-/// to `take(extent, first_token, tokens, sums, group)`, `group` the tile's most tokens as a
-/// `std::integral_constant` (`Group`).
+/// matrices` of each of `matrices` matrices), by `m` activation rows in token groups of at most
+/// `Group`: each group over every block, or, where the kernel's sweeps take blocks first here
+/// (`sweep_order_of`), every group over each block (see the file comment). `block_at(extent,
+/// block)` points a `row_block<Weight, Rows>`'s rows at a block's; the sweep sets the fields
+/// that follow from its shape and order (the next block's distance, how far on the second pass
+/// prefetches, the pass). The groups are as even as they come (7 tokens in tiles of 4 and 3,
+/// not 6 and 1: a tile of one token leaves the multiply-add units mostly waiting). Each tile's
+/// sums (`block_sums<Rows>`) go to `take(extent, first_token, tokens, sums, group)`, `group`
+/// the tile's most tokens as a `std::integral_constant` (`Group`).
 template <int Rows, int Group, class Weight, class Kernel, class Input, class BlockAt, class Take>
 [[gnu::always_inline]] inline void sweep_blocks_of(Kernel kernel, int row_begin, int row_end, int matrices, int cols,
                                                    const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,

@@ -10,16 +10,18 @@
 /// how much of an expert's compute the memory streams under. Measured in interleaved rounds
 /// (docs/benchmarks/executor_zen*.md), blocks first against token groups first:
 ///   - `avx2_bf16` on Zen 3: 0.92-0.94 of the time at n = 16, 0.91-0.99 at n = 64;
-///   - `avx512_bf16` on Zen 5: no gain (0.98 of the time at n = 64 against drifting controls);
+///   - `avx512_bf16` on Zen 5: no gain (at n = 64 0.98 of the time raw, 1.04-1.08 against the
+///     run's controls; in an older sweep 1.18);
 ///   - `avx512_bf16` on Zen 4, in two runs of 8 and 10 rounds with the machine's read at
 ///     31-35 GB/s: the paired fraction at n = 64 from 0.765 to 0.802 and from 0.779 to 0.816,
 ///     n = 1-16 within 2 points either way, compute alone 0.96-1.03.
-/// So `avx2_bf16` takes blocks first everywhere, the AVX-512 kernels on Zen 4 (`avx512`, unmeasured,
-/// follows `avx512_bf16`), every other kernel and CPU token groups first.
+/// So `avx2_bf16` takes blocks first everywhere, the AVX-512 kernels on Zen 4 (`avx512`,
+/// unmeasured, follows `avx512_bf16`), every other kernel and CPU token groups first.
 ///
-/// `MOE_ROUTING_SWEEP_ORDER` (environment, read once) overrides the default for every kernel
-/// with `groups` or `blocks`, so the comparison can be made on any machine with one binary. An
-/// unknown value stops the program with a message naming it, as `MOE_ROUTING_CPU_ISA` does.
+/// `MOE_ROUTING_SWEEP_ORDER` (environment, read once) overrides the default for every row
+/// kernel (the AMX tiles walk their own order) with `groups` or `blocks`, so the comparison can
+/// be made on any machine with one binary. An unknown value stops the program with a message
+/// naming it, as `MOE_ROUTING_CPU_ISA` does.
 
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +35,7 @@ namespace moe_routing::cpu {
 
 enum class sweep_order { groups_first, blocks_first };
 
+/// The order as `MOE_ROUTING_SWEEP_ORDER` names it.
 inline const char* name_of(sweep_order order) noexcept {
   return order == sweep_order::blocks_first ? "blocks" : "groups";
 }
