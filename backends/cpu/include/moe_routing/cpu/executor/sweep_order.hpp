@@ -23,6 +23,7 @@
 /// be made on any machine with one binary. An unknown value stops the program with a message
 /// naming it, as `MOE_ROUTING_CPU_ISA` does.
 
+#include <concepts>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,10 +50,15 @@ constexpr sweep_order default_sweep_order(Kernel, bool /*zen4*/) noexcept {
 constexpr sweep_order default_sweep_order(avx2_bf16_kernel, bool /*zen4*/) noexcept {
   return sweep_order::blocks_first;
 }
-constexpr sweep_order default_sweep_order(avx512_bf16_kernel, bool zen4) noexcept {
-  return zen4 ? sweep_order::blocks_first : sweep_order::groups_first;
-}
-constexpr sweep_order default_sweep_order(avx512_kernel, bool zen4) noexcept {
+
+namespace detail {
+/// The AVX-512 row kernels, which take one order on each CPU.
+template <class Kernel>
+concept avx512_row_kernel = std::same_as<Kernel, avx512_bf16_kernel> || std::same_as<Kernel, avx512_kernel>;
+}  // namespace detail
+
+template <detail::avx512_row_kernel Kernel>
+constexpr sweep_order default_sweep_order(Kernel, bool zen4) noexcept {
   return zen4 ? sweep_order::blocks_first : sweep_order::groups_first;
 }
 
