@@ -275,6 +275,32 @@ Input rounded_input(float v) {
   }
 }
 
+/// `count` values of `T`, all `value`, starting `offset` bytes after a 4 KiB page boundary
+/// (`offset` a multiple of sizeof(T)). The tile and item benchmarks put their weight rows on page boundaries, as
+/// engines' weights and `weight_storage.hpp`'s are, and their activation rows 2 KiB into a page.
+/// Why: rows 4 KiB apart (d = 2048 in bfloat16) that start at the same place in a page fall in
+/// the same L1 sets, and separate vectors land wherever the allocator puts them. On Zen 4 a
+/// 12-token gate/up item ran 2.1-2.3 G vdpbf16ps per second where its three vectors happened to
+/// start within 32 bytes of each other in their pages, 2.9-3.1 G placed so
+/// (docs/benchmarks/executor_zen4.md, the fifth session).
+template <class T>
+class page_placed {
+ public:
+  page_placed(std::size_t count, T value, std::size_t offset) : storage_(count + 2 * page / sizeof(T), value) {
+    const auto start = (reinterpret_cast<std::uintptr_t>(storage_.data()) + page - 1) / page * page + offset;
+    data_ = storage_.data() + (start - reinterpret_cast<std::uintptr_t>(storage_.data())) / sizeof(T);
+  }
+  T* data() noexcept { return data_; }
+
+ private:
+  static constexpr std::size_t page = 4096;
+  std::vector<T> storage_;
+  T* data_ = nullptr;
+};
+
+/// Where the tile and item benchmarks' activation rows start in a page (`page_placed`).
+constexpr std::size_t activation_offset = 2048;
+
 // One tile of a row kernel: 4 bfloat16 weight rows, `cols` long, by `tokens` activation rows,
 // as token pass `pass` meets it (0 streams along the rows, 1 asks for the next block's rows, 2
 // and later only compute). The weights of both blocks fit in L2, so this is the kernel's
@@ -283,8 +309,9 @@ Input rounded_input(float v) {
 template <class Kernel>
 void tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
   constexpr int rows = mr::cpu::block_rows;
-  std::vector<mr::bfloat16> weights(static_cast<std::size_t>(2 * rows * cols), mr::to_bfloat16(0.5f));
-  std::vector<input_of<Kernel>> x(static_cast<std::size_t>(tokens * cols), rounded_input<input_of<Kernel>>(0.25f));
+  page_placed<mr::bfloat16> weights(static_cast<std::size_t>(2 * rows * cols), mr::to_bfloat16(0.5f), 0);
+  page_placed<input_of<Kernel>> x(static_cast<std::size_t>(tokens * cols), rounded_input<input_of<Kernel>>(0.25f),
+                                  activation_offset);
   mr::cpu::row_block<mr::bfloat16> block;
   for (int i = 0; i < rows; ++i) block.rows[i] = weights.data() + static_cast<std::ptrdiff_t>(i) * cols;
   block.next_block_bytes = std::ptrdiff_t{rows} * cols * std::ptrdiff_t{sizeof(mr::bfloat16)};
@@ -316,8 +343,8 @@ template <class Kernel>
 void item_in_cache(benchmark::State& state, int tokens) {
   using input = input_of<Kernel>;
   const std::size_t elements = std::size_t{2} * item_rows * item_cols;  // this item's rows and the next's
-  std::vector<mr::bfloat16> gate(elements, mr::to_bfloat16(0.5f)), up(elements, mr::to_bfloat16(-0.25f));
-  std::vector<input> x(static_cast<std::size_t>(tokens) * item_cols, rounded_input<input>(0.125f));
+  page_placed<mr::bfloat16> gate(elements, mr::to_bfloat16(0.5f), 0), up(elements, mr::to_bfloat16(-0.25f), 0);
+  page_placed<input> x(static_cast<std::size_t>(tokens) * item_cols, rounded_input<input>(0.125f), activation_offset);
   std::vector<input> activations(static_cast<std::size_t>(tokens) * item_rows);
   for (auto _ : state) {
     mr::cpu::sweep_gate_up(Kernel{}, gate.data(), up.data(), 0, item_rows, item_cols, x.data(), item_cols, tokens,
