@@ -34,6 +34,7 @@
 // End-to-end layer time per policy is benchmarks/layer_benchmark.cpp.
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <execution>
@@ -276,8 +277,9 @@ Input rounded_input(float v) {
 }
 
 /// `count` values of `T`, all `value`, starting `offset` bytes after a 4 KiB page boundary
-/// (`offset` a multiple of sizeof(T)). The tile and item benchmarks put their weight rows on page boundaries, as
-/// engines' weights and `weight_storage.hpp`'s are, and their activation rows 2 KiB into a page.
+/// (`offset` a multiple of sizeof(T), at most a page). The tile and item benchmarks start their
+/// weights on a page boundary, as engines' weights and `weight_storage.hpp`'s are, and their
+/// activation rows 2 KiB into a page.
 /// Why: rows 4 KiB apart (d = 2048 in bfloat16) that start at the same place in a page fall in
 /// the same L1 sets, and separate vectors land wherever the allocator puts them. On Zen 4 a
 /// 12-token gate/up item ran 2.1-2.3 G vdpbf16ps per second where its three vectors happened to
@@ -287,9 +289,12 @@ template <class T>
 class page_placed {
  public:
   page_placed(std::size_t count, T value, std::size_t offset) : storage_(count + 2 * page / sizeof(T), value) {
+    assert(offset % sizeof(T) == 0 && offset <= page);
     const auto start = (reinterpret_cast<std::uintptr_t>(storage_.data()) + page - 1) / page * page + offset;
     data_ = storage_.data() + (start - reinterpret_cast<std::uintptr_t>(storage_.data())) / sizeof(T);
   }
+  page_placed(const page_placed&) = delete;  // a copy's pointer would point into this one's storage
+  page_placed& operator=(const page_placed&) = delete;
   T* data() noexcept { return data_; }
 
  private:
