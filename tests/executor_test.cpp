@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include <moe_routing/cpu/executor/moe_forward.hpp>
 
@@ -648,27 +649,33 @@ TEST_CASE("a call lists its busiest expert's work items first") {
 }
 
 // Where each pass prefetches, against the rule written out naively: the first pass asks for
-// the element `prefetch_bytes` further along the row, or, past the row's end, the same
-// distance on into the same row of the next block; the second pass the same column of the row
-// `run_ahead_blocks` blocks on; later passes nothing (distance 0). The kernels add the distance to
-// each row's element c, so a wrong distance would stream the wrong lines (slower, never wrong
-// sums: no sum test sees it).
+// the element `ahead` bytes further along the row (1 KiB streaming into L1; into L2, 8 KiB over
+// the block's rows: 2 KiB a row in blocks of 4, 1 KiB in the wide tiles' 8), or, past the row's
+// end, the same distance on into the same row of the next block; the second pass the same
+// column of the row `run_ahead_blocks` blocks on; later passes nothing (distance 0). The kernels
+// add the distance to each row's element c, so a wrong distance would stream the wrong lines
+// (slower, never wrong sums: no sum test sees it).
 TEST_CASE("the prefetch distance points at the line each pass streams") {
   using mr::cpu::prefetch_mode;
-  const auto check = [&]<class Weight>(Weight) {
-    constexpr int ahead = mr::cpu::prefetch_bytes / static_cast<int>(sizeof(Weight));
+  const auto check = [&]<class Weight, int Rows>(Weight, std::integral_constant<int, Rows>) {
+    constexpr int size = static_cast<int>(sizeof(Weight));
+    constexpr int ahead_to_l1 = 1024 / size, ahead_to_l2 = 8192 / Rows / size;
     for (const int cols : {7, 70, 512, 1100, 2048}) {
       constexpr int blocks = 5;
-      std::vector<Weight> matrix(static_cast<std::size_t>(blocks + 1) * mr::cpu::block_rows * cols);
+      std::vector<Weight> matrix(static_cast<std::size_t>(blocks + 1) * Rows * cols);
       // As integers: for rows shorter than the prefetch distance the streamed element lies past
       // the matrix's end, where no pointer may point.
       const auto address_of = [&](int block, int i, int column) {
-        const std::ptrdiff_t element = (static_cast<std::ptrdiff_t>(block) * mr::cpu::block_rows + i) * cols + column;
+        const std::ptrdiff_t element = (static_cast<std::ptrdiff_t>(block) * Rows + i) * cols + column;
         return reinterpret_cast<std::uintptr_t>(matrix.data()) + static_cast<std::uintptr_t>(element) * sizeof(Weight);
       };
-      mr::cpu::row_block<Weight> block;
-      for (int i = 0; i < mr::cpu::block_rows; ++i) block.rows[i] = matrix.data() + std::ptrdiff_t{i} * cols;
-      block.next_block_bytes = std::ptrdiff_t{mr::cpu::block_rows} * cols * std::ptrdiff_t{sizeof(Weight)};
+      const auto streamed = [&](int i, int c, int ahead) {
+        const int at = c + ahead;
+        return at < cols ? address_of(0, i, at) : address_of(1, i, at - cols);
+      };
+      mr::cpu::row_block<Weight, Rows> block;
+      for (int i = 0; i < Rows; ++i) block.rows[i] = matrix.data() + std::ptrdiff_t{i} * cols;
+      block.next_block_bytes = std::ptrdiff_t{Rows} * cols * std::ptrdiff_t{sizeof(Weight)};
       block.run_ahead_blocks = blocks;
       int wrong = 0;
       for (int c = 0; c < cols; ++c) {
@@ -676,22 +683,23 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
                              stream_to_l2 = mr::cpu::prefetch_distance<prefetch_mode::stream_to_l2>(block, c, cols),
                              run_ahead = mr::cpu::prefetch_distance<prefetch_mode::run_ahead>(block, c, cols),
                              none = mr::cpu::prefetch_distance<prefetch_mode::none>(block, c, cols);
-        for (int i = 0; i < mr::cpu::block_rows; ++i) {
-          const int at = c + ahead;
-          const std::uintptr_t streamed = at < cols ? address_of(0, i, at) : address_of(1, i, at - cols);
-          wrong += mr::cpu::address_on(block.rows[i] + c, stream) != streamed;
-          wrong += mr::cpu::address_on(block.rows[i] + c, stream_to_l2) != streamed;
+        for (int i = 0; i < Rows; ++i) {
+          wrong += mr::cpu::address_on(block.rows[i] + c, stream) != streamed(i, c, ahead_to_l1);
+          wrong += mr::cpu::address_on(block.rows[i] + c, stream_to_l2) != streamed(i, c, ahead_to_l2);
           wrong += mr::cpu::address_on(block.rows[i] + c, run_ahead) != address_of(blocks, i, c);
         }
         wrong += none != 0;
       }
       CAPTURE(sizeof(Weight));
+      CAPTURE(Rows);
       CAPTURE(cols);
       CHECK(wrong == 0);
     }
   };
-  check(float{});
-  check(mr::bfloat16{});
+  check(float{}, std::integral_constant<int, mr::cpu::block_rows>{});
+  check(mr::bfloat16{}, std::integral_constant<int, mr::cpu::block_rows>{});
+  check(float{}, std::integral_constant<int, mr::cpu::wide_block_rows>{});
+  check(mr::bfloat16{}, std::integral_constant<int, mr::cpu::wide_block_rows>{});
 }
 
 // A kernel that only records the tiles a sweep hands it, in either order (its

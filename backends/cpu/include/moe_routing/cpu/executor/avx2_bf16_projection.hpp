@@ -85,11 +85,11 @@ template <int Tokens, int Chains>
 }
 
 /// `pair_group_step` with its prefetches, `distance` bytes on (`prefetch_distance`): in the
-/// streaming pass, one per row for every 8 columns, four for each 64 bytes 1 KiB ahead
-/// (`prefetch_lines`; the run-ahead pass asks once per 64 bytes). The distance is chosen at the
-/// first column of the kernel's 32-column step: on a row whose width is not a multiple of 32,
-/// the step that straddles the point 1 KiB before the row's end asks for up to 48 bytes past
-/// the row (the next row in memory) instead of the next block's first line: a hint lost, no
+/// streaming pass, one per row for every 8 columns, four for each 64 bytes, `stream_ahead_bytes`
+/// ahead (`prefetch_lines`; the run-ahead pass asks once per 64 bytes). The distance is chosen at
+/// the first column of the kernel's 32-column step: on a row whose width is not a multiple of 32,
+/// the step that straddles the point that distance before the row's end asks for up to 48 bytes
+/// past the row (the next row in memory) instead of the next block's first line: a hint lost, no
 /// value changed. Measured on Zen 3 against one per line: 0.92 of the layer's time at n = 1, 4
 /// and 16 with two, 0.97 of that with four (docs/benchmarks/executor_zen3.md). Our reading: the
 /// core drops a software prefetch it has no room to queue, and a later one for the same line

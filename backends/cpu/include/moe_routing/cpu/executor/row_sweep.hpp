@@ -100,7 +100,8 @@ template <int Rows = block_rows>
 using block_sums = float[Rows][max_tile_tokens];
 using tile_sums = block_sums<>;
 
-/// Tuning data: how far ahead along a row the kernels prefetch, in bytes.
+/// Tuning data: how far ahead along a row a first pass into L1 prefetches, in bytes (into L2:
+/// `l2_stream_block_bytes_ahead`).
 inline constexpr int prefetch_bytes = 1024;
 
 /// What a token group's pass over the sweep prefetches (`prefetch_step`).
@@ -115,9 +116,28 @@ constexpr bool streams(prefetch_mode mode) noexcept {
 /// (prefetcht1, into L2).
 constexpr int stream_locality(prefetch_mode mode) noexcept { return mode == prefetch_mode::stream_to_l2 ? 2 : 3; }
 
+/// Tuning data: how many bytes of a block's rows, all of them together, a first pass that streams
+/// into L2 asks for ahead of where it reads: `l2_stream_block_bytes_ahead / Rows` along each row,
+/// 2 KiB for blocks of 4 rows and 1 KiB for the wide tiles' 8 (`stream_ahead_bytes`). A first
+/// pass into L1 asks `prefetch_bytes` along each row whatever the block.
+/// Why: one core streaming by itself is held back by how much it has asked for, and at n = 64 a
+/// light expert's items stream on one core while the other computes a busy expert's. On Zen 4
+/// (the one CPU that streams into L2 by default, `stream_cache.hpp`) XShare's layer at n = 64 took
+/// a median 0.95 of the time over 54 interleaved rounds with 8 KiB rather than 4, vanilla's the
+/// same (docs/benchmarks/executor_zen4.md, the sixth session). On Zen 5, streaming into L1, 2 KiB along
+/// each row of 4-row blocks took 1.15 of the time at n = 64 (executor_zen5.md).
+inline constexpr int l2_stream_block_bytes_ahead = 8192;
+
+/// How far ahead along each row of a `Rows`-row block a first pass in `Mode` prefetches, in bytes.
+template <prefetch_mode Mode, int Rows>
+constexpr std::ptrdiff_t stream_ahead_bytes() noexcept {
+  static_assert(l2_stream_block_bytes_ahead % (Rows * 64) == 0, "each row asks whole cache lines ahead");
+  return Mode == prefetch_mode::stream_to_l2 ? l2_stream_block_bytes_ahead / Rows : prefetch_bytes;
+}
+
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
 /// column step), for the pass `Mode` of the token groups over the sweep (`with_prefetch_mode`):
-///   - the first pass streams the rows: `prefetch_bytes` ahead along each row, and from the
+///   - the first pass streams the rows: `stream_ahead_bytes` ahead along each row, and from the
 ///     row's end on into the next block's row (into L1: with one token group, or the groups
 ///     first, the kernel reads it next; into L2 on the CPUs where that measured faster,
 ///     `stream_cache.hpp`);
@@ -149,11 +169,15 @@ template <prefetch_mode Mode, class Weight, int Rows>
 }
 
 /// How far (in bytes) from each row's element `c` of a `cols`-long row the pass `Mode`
-/// prefetches (`prefetch_lines`): in the first pass `prefetch_bytes` along the row, or, within
-/// that distance of the row's end, to as far past the end in the next block's row; in the
-/// second pass to the same column `run_ahead_blocks` blocks on. It depends on `c`, `cols` and the
-/// block's distances alone, not on the row, so a kernel asks once per step of its column loop,
-/// and GCC splits that loop where the first pass's distance changes. Asked per row and prefetch
+/// prefetches (`prefetch_lines`): in the first pass `stream_ahead_bytes` along the row, or, within
+/// that distance of the row's end, to as far past the end in the next block's row (on a row
+/// shorter than the distance, such as the down projection's 1.5 KiB at h = 768 against 2 KiB, that
+/// runs on into the rows after it: the block's rows lie one after another, so every line is
+/// still asked for, some earlier); in the second pass to the same column `run_ahead_blocks` blocks
+/// on. It depends on `c`, `cols` and the block's distances alone, not on the row, so a kernel asks
+/// once per step of its column loop, and GCC splits that loop where the first pass's distance
+/// changes (while the distance is a compile-time constant: computed at run time, the 6-token tile's
+/// first pass in cache ran at 0.80 of its rate on Zen 4). Asked per row and prefetch
 /// instead (until 2026-11-28), behind a branch, the prefetches took more instructions than the
 /// multiply-adds: a one-token streaming tile in cache took about twice as long as one that only
 /// computes, on Zen 3 (docs/benchmarks/executor_zen3.md).
@@ -161,7 +185,7 @@ template <prefetch_mode Mode, class Weight, int Rows>
 [[gnu::always_inline]] inline std::ptrdiff_t prefetch_distance(const row_block<Weight, Rows>& block, int c,
                                                                int cols) noexcept {
   constexpr auto size = static_cast<std::ptrdiff_t>(sizeof(Weight));
-  constexpr std::ptrdiff_t ahead = prefetch_bytes / size;
+  constexpr std::ptrdiff_t ahead = stream_ahead_bytes<Mode, Rows>() / size;
   if constexpr (streams(Mode)) {
     return c + ahead < cols ? ahead * size : block.next_block_bytes + (ahead - cols) * size;
   } else if constexpr (Mode == prefetch_mode::run_ahead) {

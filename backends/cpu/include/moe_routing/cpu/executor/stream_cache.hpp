@@ -7,7 +7,8 @@
 /// Measured on Zen 4 (AMD EPYC, family 25 model 17), `executor/qwen3` at n = 1 to 64, one
 /// binary run both ways in interleaved rounds: L2 took 0.86-0.90 of the time of L1, while
 /// compute alone (the weights already in cache) took 1.07-1.13 of it; scratch builds before it
-/// agreed (docs/benchmarks/executor_zen4.md). Zen 4 therefore
+/// agreed (docs/benchmarks/executor_zen4.md). Streaming into L2, a first pass also asks further
+/// ahead (`l2_stream_block_bytes_ahead` in `row_sweep.hpp`). Zen 4 therefore
 /// streams into L2 by default; every other CPU keeps L1, where the kernels were tuned (Zen 5,
 /// Zen 3) until the same comparison is made there. The AMX kernel prefetches on its own and is
 /// not affected.
