@@ -124,8 +124,8 @@ constexpr int stream_locality(prefetch_mode mode) noexcept { return mode == pref
 /// light expert's items stream on one core while the other computes a busy expert's. On Zen 4
 /// (the one CPU that streams into L2 by default, `stream_cache.hpp`) XShare's layer at n = 64 took
 /// a median 0.95 of the time over 54 interleaved rounds with 8 KiB rather than 4, vanilla's the
-/// same (docs/benchmarks/executor_zen4.md, the sixth session). On Zen 5, streaming into L1, 2 KiB along
-/// each row of 4-row blocks took 1.15 of the time at n = 64 (executor_zen5.md).
+/// same (docs/benchmarks/executor_zen4.md, the sixth session). On Zen 5, streaming into L1,
+/// 2 KiB along each row of 4-row blocks took 1.15 of the time at n = 64 (executor_zen5.md).
 inline constexpr int l2_stream_block_bytes_ahead = 8192;
 
 /// How far ahead along each row of a `Rows`-row block a first pass in `Mode` prefetches, in bytes.
@@ -171,16 +171,16 @@ template <prefetch_mode Mode, class Weight, int Rows>
 /// How far (in bytes) from each row's element `c` of a `cols`-long row the pass `Mode`
 /// prefetches (`prefetch_lines`): in the first pass `stream_ahead_bytes` along the row, or, within
 /// that distance of the row's end, to as far past the end in the next block's row (on a row
-/// shorter than the distance, such as the down projection's 1.5 KiB at h = 768 against 2 KiB, that
-/// runs on into the rows after it: the block's rows lie one after another, so every line is
-/// still asked for, some earlier); in the second pass to the same column `run_ahead_blocks` blocks
-/// on. It depends on `c`, `cols` and the block's distances alone, not on the row, so a kernel asks
-/// once per step of its column loop, and GCC splits that loop where the first pass's distance
-/// changes (while the distance is a compile-time constant: computed at run time, the 6-token tile's
-/// first pass in cache ran at 0.80 of its rate on Zen 4). Asked per row and prefetch
-/// instead (until 2026-11-28), behind a branch, the prefetches took more instructions than the
-/// multiply-adds: a one-token streaming tile in cache took about twice as long as one that only
-/// computes, on Zen 3 (docs/benchmarks/executor_zen3.md).
+/// shorter than the distance, such as the down projection's 1.5 KiB at h = 768 against 2 KiB,
+/// that runs on into the rows after it: the block's rows lie one after another, so every line
+/// is still asked for, some earlier); in the second pass to the same column `run_ahead_blocks`
+/// blocks on. It depends on `c`, `cols` and the block's distances alone, not on the row, so a
+/// kernel asks once per step of its column loop, and GCC splits that loop where the first
+/// pass's distance changes (while the distance is a compile-time constant: computed at run
+/// time, the 6-token tile's first pass in cache ran at 0.80 of its rate on Zen 4). Asked per
+/// row and prefetch instead (until 2026-11-28), behind a branch, the prefetches took more
+/// instructions than the multiply-adds: a one-token streaming tile in cache took about twice as
+/// long as one that only computes, on Zen 3 (docs/benchmarks/executor_zen3.md).
 template <prefetch_mode Mode, class Weight, int Rows>
 [[gnu::always_inline]] inline std::ptrdiff_t prefetch_distance(const row_block<Weight, Rows>& block, int c,
                                                                int cols) noexcept {
