@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Interleaved A/B of two builds of one Google Benchmark binary.
+"""Interleaved A/B of two builds of one Google Benchmark binary, or of one binary under two
+environments.
 
 Runs the `before` and `after` binaries alternately `--rounds` times, each run with
 `--repetitions` repetitions in random order, and prints a Markdown table of the median real
@@ -7,23 +8,45 @@ time of each benchmark for both (in the benchmark's own time unit) and their rat
 median ratio over all cells. Alternating spreads the machine's slow spells over both
 binaries; the binary that goes first changes from round to round (before, after; after,
 before; ...), because on the development machines whichever ran first in every round was
-once slower in every cell (docs/benchmarks/dispatch.md). Standard library only (any python3).
+once slower in every cell (docs/benchmarks/dispatch.md).
+
+Each round's own ratio (the medians of that round's repetitions) is listed too, with how
+many rounds came out below 1 and a two-sided sign test: on a machine whose bandwidth swings,
+a 5-round run can show +-10% either way where 50 rounds settle a 5% change
+(docs/benchmarks/executor_zen4.md, the sixth session).
+
+Benchmarks that report `fraction_of_read` (the executor and layer suites' paired read: the
+same bytes read right after each layer) get a second table, their paired fractions, and with
+`--fast-read GBPS` those are sorted by the memory's state: a repetition whose paired read drew
+more than GBPS counts as fast. Where the read flips between two states from minute to minute,
+a time ratio partly says which binary met more of the fast state; the fraction within one
+state is the comparison to trust.
+
+`--before-env NAME=VALUE` and `--after-env NAME=VALUE` (repeatable) set the environment of
+one side, so one binary can be compared with itself under two settings
+(`MOE_ROUTING_STREAM_CACHE=l1` against `l2`, `MOE_ROUTING_SWEEP_ORDER`, `MOE_ROUTING_CPU_ISA`).
+Standard library only (any python3).
 
   benchmarks/ab_compare.py BEFORE AFTER --filter 'route/seq/.*/n:(1|16|64)/E:(128|256)/k:8$'
+  benchmarks/ab_compare.py B B --before-env MOE_ROUTING_STREAM_CACHE=l1 \\
+      --after-env MOE_ROUTING_STREAM_CACHE=l2 --filter 'executor/qwen3/' --fast-read 42
 """
 import argparse
 import json
+import math
+import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 
 
-def run(binary, args, out):
+def run(binary, args, out, env):
     command = [binary, f"--benchmark_filter={args.filter}", f"--benchmark_repetitions={args.repetitions}",
                "--benchmark_enable_random_interleaving=true", f"--benchmark_min_time={args.min_time}",
                "--benchmark_format=json", f"--benchmark_out={out}", "--benchmark_out_format=json"]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
     with open(out) as f:
         text = f.read()
     if not text.strip():  # Google Benchmark writes no report when the filter matches nothing
@@ -38,6 +61,108 @@ def shown(time):
     return f"{time:,.0f}" if time >= 1000 else f"{time:.4g}"
 
 
+def environment_of(assignments, option):
+    """os.environ with each NAME=VALUE of `assignments` set; exits naming `option` on a malformed one."""
+    env = dict(os.environ)
+    for assignment in assignments:
+        name, equals, value = assignment.partition("=")
+        if not equals or not name:
+            sys.exit(f"ab_compare.py: {option} {assignment!r}: must be NAME=VALUE")
+        env[name] = value
+    return env
+
+
+def sign_test(below, rounds):
+    """Two-sided sign test: the chance of a split at least as uneven as `below` of `rounds`
+    below 1 when each round is equally likely to fall either side."""
+    if rounds == 0:
+        return 1.0
+    tail = min(below, rounds - below)
+    p = 2 * sum(math.comb(rounds, i) for i in range(tail + 1)) / 2**rounds
+    return min(p, 1.0)
+
+
+def round_ratios(before_rounds, after_rounds):
+    """Per round, the median of after's repetitions over the median of before's. Each argument
+    holds one list of repetition times per round."""
+    return [statistics.median(a) / statistics.median(b) for b, a in zip(before_rounds, after_rounds) if a and b]
+
+
+def paired_read_gbps(row):
+    """The paired read's rate in GB/s for one repetition: the layer's weight bytes per second over
+    the fraction (equal bytes, so read rate = layer rate / fraction), or None without both."""
+    fraction, rate = row.get("fraction_of_read"), row.get("weight_bytes_per_second")
+    if not fraction or not rate:
+        return None
+    return rate / fraction / 1e9
+
+
+def fractions_by_state(rows, fast_read):
+    """Paired fractions of `rows` (one benchmark's repetitions) as {state: [fractions]}: every
+    one under "all" without `fast_read`, else under "fast" (paired read above `fast_read` GB/s)
+    or "slow"."""
+    states = {}
+    for row in rows:
+        read = paired_read_gbps(row)
+        if read is None:
+            continue
+        state = "all" if fast_read is None else ("fast" if read > fast_read else "slow")
+        states.setdefault(state, []).append(row["fraction_of_read"])
+    return states
+
+
+def fraction_cell(fractions):
+    """The median of `fractions` and how many there were, or "none"."""
+    return f"{statistics.median(fractions):.3f} ({len(fractions)})" if fractions else "none"
+
+
+def cpu_line(context):
+    """Which CPU ran it: the executor and layer suites' own context (model, family) where the
+    binary adds it, else Google Benchmark's host fields."""
+    model = context.get("cpu_model")
+    if model:
+        family = context.get("cpu_family_model", "")
+        return f"{model}{', ' + family if family else ''}; {context.get('num_cpus', '?')} CPUs"
+    return f"{context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs at " \
+           f"{context.get('mhz_per_cpu', '?')} MHz"
+
+
+def natural_key(name):
+    """`name` split into text and numbers, so n:4 sorts before n:16."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def print_tables(names, times, per_round, rows, units, fast_read):
+    ratios = []
+    print("| benchmark | unit | before | after | after / before | rounds' ratios | rounds below and above 1 (sign test) |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        before = statistics.median(times["before"][name])
+        after = statistics.median(times["after"][name])
+        ratios.append(after / before)
+        by_round = round_ratios(per_round["before"][name], per_round["after"][name])
+        below, above = sum(r < 1 for r in by_round), sum(r > 1 for r in by_round)  # a tie says neither
+        spread = f"{min(by_round):.3f}-{max(by_round):.3f}" if by_round else ""
+        print(f"| `{name}` | {units[name]} | {shown(before)} | {shown(after)} | {after / before:.3f} | "
+              f"{spread} | {below} below, {above} above (p = {sign_test(below, below + above):.3g}) |")
+    print(f"\nMedian ratio over the {len(ratios)} cells: **{statistics.median(ratios):.3f}** "
+          f"(lowest {min(ratios):.3f}, highest {max(ratios):.3f}).")
+    paired = [name for name in names if any(paired_read_gbps(r) for r in rows["before"][name])]
+    if not paired:
+        return
+    split = "" if fast_read is None else f", a repetition counted fast where its paired read drew over {fast_read:g} GB/s"
+    print(f"\nPaired fractions (the layer's weight bandwidth over the read of the same bytes right after "
+          f"it; medians, repetitions in brackets{split}):\n")
+    print("| benchmark | state | before | after | after - before |\n|---|---|---|---|---|")
+    for name in paired:
+        before, after = fractions_by_state(rows["before"][name], fast_read), \
+            fractions_by_state(rows["after"][name], fast_read)
+        for state in sorted(set(before) | set(after)):
+            b, a = before.get(state, []), after.get(state, [])
+            difference = f"{statistics.median(a) - statistics.median(b):+.3f}" if a and b else ""
+            print(f"| `{name}` | {state} | {fraction_cell(b)} | {fraction_cell(a)} | {difference} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before")
@@ -46,33 +171,46 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--min-time", default="0.05")
+    parser.add_argument("--before-env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--after-env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--fast-read", type=float, metavar="GBPS",
+                        help="sort paired fractions by state: fast where the paired read drew more than GBPS")
     args = parser.parse_args()
+    if args.rounds < 1 or args.repetitions < 1:
+        sys.exit(f"ab_compare.py: --rounds {args.rounds} and --repetitions {args.repetitions} must be at least 1")
+    environments = {"before": environment_of(args.before_env, "--before-env"),
+                    "after": environment_of(args.after_env, "--after-env")}
     times = {"before": {}, "after": {}}
+    per_round = {"before": {}, "after": {}}
+    rows = {"before": {}, "after": {}}
     units = {}
-    context = None
+    contexts = {}
     with tempfile.TemporaryDirectory() as scratch:
         for round_index in range(args.rounds):
             order = (("before", args.before), ("after", args.after))
             for side, binary in order if round_index % 2 == 0 else reversed(order):
-                context, rows = run(binary, args, f"{scratch}/{side}{round_index}.json")
-                for row in rows:
-                    times[side].setdefault(row["run_name"], []).append(row["real_time"])
-                    units[row["run_name"]] = row.get("time_unit", "ns")
+                contexts[side], results = run(binary, args, f"{scratch}/{side}{round_index}.json",
+                                              environments[side])
+                for row in results:
+                    name = row["run_name"]
+                    times[side].setdefault(name, []).append(row["real_time"])
+                    rounds = per_round[side].setdefault(name, [[] for _ in range(args.rounds)])
+                    rounds[round_index].append(row["real_time"])
+                    rows[side].setdefault(name, []).append(row)
+                    units[name] = row.get("time_unit", "ns")
                 print(f"round {round_index + 1}/{args.rounds}: {side} done", file=sys.stderr)
-    names = sorted(set(times["before"]) & set(times["after"]))
+    names = sorted(set(times["before"]) & set(times["after"]), key=natural_key)
     if not names:
         sys.exit("no benchmark matched the filter in both binaries")
-    ratios = []
-    print(f"CPU: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs at "
-          f"{context.get('mhz_per_cpu', '?')} MHz; {args.rounds} rounds x {args.repetitions} repetitions\n")
-    print("| benchmark | unit | before | after | after / before |\n|---|---|---|---|---|")
-    for name in names:
-        before = statistics.median(times["before"][name])
-        after = statistics.median(times["after"][name])
-        ratios.append(after / before)
-        print(f"| `{name}` | {units[name]} | {shown(before)} | {shown(after)} | {after / before:.3f} |")
-    print(f"\nMedian ratio over the {len(ratios)} cells: **{statistics.median(ratios):.3f}** "
-          f"(lowest {min(ratios):.3f}, highest {max(ratios):.3f}).")
+    print(f"CPU: {cpu_line(contexts['before'])}; {args.rounds} rounds x {args.repetitions} repetitions\n")
+    # Each side's binary, settings and the kernels it reports (the executor and layer suites):
+    # that a setting took effect shows there.
+    for side, binary, assignments in (("before", args.before, args.before_env), ("after", args.after, args.after_env)):
+        kernels = contexts[side].get("kernels")
+        print(f"- {side}: `{binary}`{' with ' + ' '.join(assignments) if assignments else ''}"
+              f"{'; kernels: ' + kernels if kernels else ''}")
+    print()
+    print_tables(names, times, per_round, rows, units, args.fast_read)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Checks ab_compare.py end to end against a stand-in benchmark binary (a script that writes
+Google Benchmark JSON whose times and paired fractions follow its environment and which side
+ran), with every expected figure worked by hand below. Standard library only (any python3);
+run by ctest as benchmark.ab_compare."""
+import os
+import re
+import stat
+import subprocess
+import sys
+import tempfile
+
+from report_checks import check, finish, load_report, here
+
+compare = load_report("ab_compare")
+
+# The sign test, by hand: 3 of 3 rounds below 1 has chance 2 x 1/8 either way; 2 of 5 is as
+# even as 5 rounds can split; 38 of 54 below 1 (the sixth Zen 4 session) has
+# 2 x sum_{i<=16} C(54, i) / 2^54 = 0.0038.
+check(compare.sign_test(3, 3) == 0.25, f"sign test 3 of 3: {compare.sign_test(3, 3)}")
+check(compare.sign_test(0, 3) == 0.25, f"sign test 0 of 3: {compare.sign_test(0, 3)}")
+check(compare.sign_test(2, 5) == 1.0, f"sign test 2 of 5: {compare.sign_test(2, 5)}")
+check(abs(compare.sign_test(38, 54) - 0.003838) < 1e-5, f"sign test 38 of 54: {compare.sign_test(38, 54)}")
+
+# Per-round ratios are medians within each round, not pooled: round 1 [10, 12, 11] -> 11 and
+# [9, 8, 10] -> 9; round 2 [20] -> 20 and [25] -> 25.
+ratios = compare.round_ratios([[10, 12, 11], [20]], [[9, 8, 10], [25]])
+check([round(r, 6) for r in ratios] == [round(9 / 11, 6), 1.25], f"round ratios: {ratios}")
+
+# The paired read's rate: 30 GB/s of weights at fraction 0.6 means the read drew 50 GB/s.
+check(abs(compare.paired_read_gbps({"fraction_of_read": 0.6, "weight_bytes_per_second": 30e9}) - 50) < 1e-9,
+      "paired read rate")
+check(compare.paired_read_gbps({"real_time": 1.0}) is None, "no paired read without its counters")
+by_state = compare.fractions_by_state(
+    [{"fraction_of_read": 0.6, "weight_bytes_per_second": 30e9},   # read 50 GB/s: fast
+     {"fraction_of_read": 0.9, "weight_bytes_per_second": 27e9}],  # read 30 GB/s: slow
+    42.0)
+check(by_state == {"fast": [0.6], "slow": [0.9]}, f"fractions by state: {by_state}")
+check(compare.fractions_by_state([{"fraction_of_read": 0.6, "weight_bytes_per_second": 30e9}], None) ==
+      {"all": [0.6]}, "without --fast-read every fraction counts as one state")
+
+# End to end. The stand-in's layer takes 10 ms times AB_SCALE and moves a quarter of a GB of
+# weights; its paired read draws 50 GB/s in rounds 1 and 3 and 30 GB/s in rounds 2 and 4 (a
+# counter file of its runs, so both sides of a round meet the same state). Two routing cells
+# beside it take 500 ns on both sides and report no paired read. Its kernels line names the
+# scale it ran with, as the executor's names the settings it read.
+stand_in = r'''#!{python}
+import json, os, sys
+scale = float(os.environ.get("AB_SCALE", "1"))
+counter_file = os.environ["AB_STATE_FILE"]
+count = int(open(counter_file).read()) if os.path.exists(counter_file) else 0
+open(counter_file, "w").write(str(count + 1))
+read_gbps = 50.0 if (count // 2) % 2 == 0 else 30.0  # both sides of a round meet the same state
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark_out="))
+repetitions = int(next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark_repetitions=")))
+layer_ms = 10.0 * scale
+weight_rate = 1e9 / (layer_ms / 1e3) / 4  # a quarter of a GB per layer
+rows = []
+for _ in range(repetitions):
+    rows.append({{"name": "layer/real_time", "run_name": "layer/real_time", "run_type": "iteration",
+                 "real_time": layer_ms, "time_unit": "ms", "weight_bytes_per_second": weight_rate,
+                 "fraction_of_read": weight_rate / (read_gbps * 1e9)}})
+    for route in ("route/n:16", "route/n:4"):
+        rows.append({{"name": route, "run_name": route, "run_type": "iteration", "real_time": 500.0,
+                     "time_unit": "ns"}})
+context = {{"cpu_model": "Stand-in CPU", "cpu_family_model": "family 1, model 2", "num_cpus": 2,
+           "kernels": "cpu: portable, scale " + os.environ.get("AB_SCALE", "unset")}}
+json.dump({{"context": context, "benchmarks": rows}}, open(out, "w"))
+'''.format(python=sys.executable)
+
+with tempfile.TemporaryDirectory() as scratch:
+    binary = os.path.join(scratch, "fake_benchmark")
+    with open(binary, "w") as f:
+        f.write(stand_in)
+    os.chmod(binary, os.stat(binary).st_mode | stat.S_IXUSR)
+    env = dict(os.environ, AB_STATE_FILE=os.path.join(scratch, "count"))
+    result = subprocess.run(
+        [sys.executable, os.path.join(here, "ab_compare.py"), binary, binary, "--filter", ".", "--rounds", "4",
+         "--before-env", "AB_SCALE=1.0", "--after-env", "AB_SCALE=0.8", "--fast-read", "42"],
+        capture_output=True, text=True, env=env)
+    check(result.returncode == 0, f"ab_compare.py exited {result.returncode}: {result.stderr}")
+    out = result.stdout
+    check("CPU: Stand-in CPU, family 1, model 2; 2 CPUs; 4 rounds x 3 repetitions" in out, f"CPU line:\n{out}")
+    check(f"- before: `{binary}` with AB_SCALE=1.0; kernels: cpu: portable, scale 1.0" in out and
+          f"- after: `{binary}` with AB_SCALE=0.8; kernels: cpu: portable, scale 0.8" in out,
+          f"each side's settings and the kernels it reported:\n{out}")
+    # 10 ms against 8 ms in all 4 rounds: 4 below 1, none above, p = 2/16.
+    check(re.search(r"\| `layer/real_time` \| ms \| 10 \| 8 \| 0\.800 \| 0\.800-0\.800 \| 4 below, 0 above \(p = 0\.125\) \|",
+                    out), f"layer row:\n{out}")
+    # The routing cells do not change: 500 ns both, every round a tie, which the sign test drops;
+    # n:4 is listed before n:16.
+    check(out.index("`route/n:4`") < out.index("`route/n:16`"), f"cells in natural order:\n{out}")
+    check(re.search(r"\| `route/n:16` \| ns \| 500 \| 500 \| 1\.000 \| 1\.000-1\.000 \| 0 below, 0 above \(p = 1\) \|", out),
+          f"route row:\n{out}")
+    # Fractions: a quarter GB in 10 ms is 25 GB/s (before), in 8 ms 31.25 GB/s (after); over a
+    # 50 GB/s read 0.500 and 0.625, over 30 GB/s 0.833 and 1.042. Rounds 1 and 3 fast, 2 and 4
+    # slow: 6 repetitions of each side in each state.
+    check("| `layer/real_time` | fast | 0.500 (6) | 0.625 (6) | +0.125 |" in out, f"fast-state fractions:\n{out}")
+    check("| `layer/real_time` | slow | 0.833 (6) | 1.042 (6) | +0.208 |" in out, f"slow-state fractions:\n{out}")
+    check("`route/n:16` | fast" not in out and "`route/n:16` | all" not in out,
+          "a benchmark without a paired read gets no fraction row")
+
+    bad = subprocess.run([sys.executable, os.path.join(here, "ab_compare.py"), binary, binary, "--filter", ".",
+                          "--after-env", "AB_SCALE"], capture_output=True, text=True, env=env)
+    check(bad.returncode != 0 and "--after-env 'AB_SCALE': must be NAME=VALUE" in bad.stderr,
+          f"a malformed --after-env: rc {bad.returncode}, {bad.stderr!r}")
+
+finish("benchmark.ab_compare")
