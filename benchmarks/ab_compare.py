@@ -97,23 +97,34 @@ def paired_read_gbps(row):
     return rate / fraction / 1e9
 
 
-def fractions_by_state(rows, fast_read):
-    """Paired fractions of `rows` (one benchmark's repetitions) as {state: [fractions]}: every
-    one under "all" without `fast_read`, else under "fast" (paired read above `fast_read` GB/s)
-    or "slow"."""
+def repetitions_by_state(rows, fast_read):
+    """The repetitions of `rows` (one benchmark's) that have a paired read, as {state: [rows]}:
+    every one under "all" without `fast_read`, else under "fast" (paired read above `fast_read`
+    GB/s) or "slow"."""
     states = {}
     for row in rows:
         read = paired_read_gbps(row)
         if read is None:
             continue
         state = "all" if fast_read is None else ("fast" if read > fast_read else "slow")
-        states.setdefault(state, []).append(row["fraction_of_read"])
+        states.setdefault(state, []).append(row)
     return states
 
 
-def fraction_cell(fractions):
-    """The median of `fractions` and how many there were, or "none"."""
-    return f"{statistics.median(fractions):.3f} ({len(fractions)})" if fractions else "none"
+def median_fraction(rows):
+    return statistics.median(row["fraction_of_read"] for row in rows)
+
+
+def fraction_cell(rows):
+    """The median paired fraction of `rows`, how many there were, and the medians of the layer's
+    weight rate and of the paired read, or "none". Why both rates: within one state the read
+    still ranges (47-61 GB/s in Zen 4's fast one), and a layer capped below it shows a lower
+    fraction where the read was faster, so two sides' fractions compare only at like reads."""
+    if not rows:
+        return "none"
+    layer = statistics.median(row["weight_bytes_per_second"] for row in rows) / 1e9
+    read = statistics.median(paired_read_gbps(row) for row in rows)
+    return f"{median_fraction(rows):.3f} ({len(rows)}; {layer:.1f} of {read:.1f} GB/s)"
 
 
 def cpu_line(context):
@@ -152,14 +163,15 @@ def print_tables(names, times, per_round, rows, units, fast_read):
         return
     split = "" if fast_read is None else f", a repetition counted fast where its paired read drew over {fast_read:g} GB/s"
     print(f"\nPaired fractions (the layer's weight bandwidth over the read of the same bytes right after "
-          f"it; medians, repetitions in brackets{split}):\n")
+          f"it; medians, with the repetitions and the medians of the layer's weight rate and of the "
+          f"paired read in brackets{split}):\n")
     print("| benchmark | state | before | after | after - before |\n|---|---|---|---|---|")
     for name in paired:
-        before, after = fractions_by_state(rows["before"][name], fast_read), \
-            fractions_by_state(rows["after"][name], fast_read)
+        before, after = repetitions_by_state(rows["before"][name], fast_read), \
+            repetitions_by_state(rows["after"][name], fast_read)
         for state in sorted(set(before) | set(after)):
             b, a = before.get(state, []), after.get(state, [])
-            difference = f"{statistics.median(a) - statistics.median(b):+.3f}" if a and b else ""
+            difference = f"{median_fraction(a) - median_fraction(b):+.3f}" if a and b else ""
             print(f"| `{name}` | {state} | {fraction_cell(b)} | {fraction_cell(a)} | {difference} |")
 
 

@@ -31,13 +31,17 @@ check([round(r, 6) for r in ratios] == [round(9 / 11, 6), 1.25], f"round ratios:
 check(abs(compare.paired_read_gbps({"fraction_of_read": 0.6, "weight_bytes_per_second": 30e9}) - 50) < 1e-9,
       "paired read rate")
 check(compare.paired_read_gbps({"real_time": 1.0}) is None, "no paired read without its counters")
-by_state = compare.fractions_by_state(
-    [{"fraction_of_read": 0.6, "weight_bytes_per_second": 30e9},   # read 50 GB/s: fast
-     {"fraction_of_read": 0.9, "weight_bytes_per_second": 27e9}],  # read 30 GB/s: slow
-    42.0)
-check(by_state == {"fast": [0.6], "slow": [0.9]}, f"fractions by state: {by_state}")
-check(compare.fractions_by_state([{"fraction_of_read": 0.6, "weight_bytes_per_second": 30e9}], None) ==
-      {"all": [0.6]}, "without --fast-read every fraction counts as one state")
+fast_row = {"fraction_of_read": 0.6, "weight_bytes_per_second": 30e9}  # read 50 GB/s
+slow_row = {"fraction_of_read": 0.9, "weight_bytes_per_second": 27e9}  # read 30 GB/s
+by_state = compare.repetitions_by_state([fast_row, slow_row, {"real_time": 1.0}], 42.0)
+check(by_state == {"fast": [fast_row], "slow": [slow_row]}, f"repetitions by state: {by_state}")
+check(compare.repetitions_by_state([fast_row], None) == {"all": [fast_row]},
+      "without --fast-read every repetition counts as one state")
+# Medians taken apart: fractions 0.6 and 0.9 -> 0.750, weight rates 30 and 27 -> 28.5 GB/s,
+# reads 50 and 30 -> 40.0 GB/s.
+cell = compare.fraction_cell([fast_row, slow_row])
+check(cell == "0.750 (2; 28.5 of 40.0 GB/s)", f"fraction cell: {cell!r}")
+check(compare.fraction_cell([]) == "none", "an empty state's cell")
 
 # End to end. The stand-in's layer takes 10 ms times AB_SCALE and moves a quarter of a GB of
 # weights; its paired read draws 50 GB/s in rounds 1 and 3 and 30 GB/s in rounds 2 and 4 (a
@@ -95,8 +99,10 @@ with tempfile.TemporaryDirectory() as scratch:
     # Fractions: a quarter GB in 10 ms is 25 GB/s (before), in 8 ms 31.25 GB/s (after); over a
     # 50 GB/s read 0.500 and 0.625, over 30 GB/s 0.833 and 1.042. Rounds 1 and 3 fast, 2 and 4
     # slow: 6 repetitions of each side in each state.
-    check("| `layer/real_time` | fast | 0.500 (6) | 0.625 (6) | +0.125 |" in out, f"fast-state fractions:\n{out}")
-    check("| `layer/real_time` | slow | 0.833 (6) | 1.042 (6) | +0.208 |" in out, f"slow-state fractions:\n{out}")
+    check("| `layer/real_time` | fast | 0.500 (6; 25.0 of 50.0 GB/s) | 0.625 (6; 31.2 of 50.0 GB/s) | +0.125 |"
+          in out, f"fast-state fractions:\n{out}")
+    check("| `layer/real_time` | slow | 0.833 (6; 25.0 of 30.0 GB/s) | 1.042 (6; 31.2 of 30.0 GB/s) | +0.208 |"
+          in out, f"slow-state fractions:\n{out}")
     check("`route/n:16` | fast" not in out and "`route/n:16` | all" not in out,
           "a benchmark without a paired read gets no fraction row")
 
