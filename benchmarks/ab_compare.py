@@ -53,7 +53,9 @@ def run(binary, args, out, env):
         sys.exit(f"ab_compare.py: {binary} ran no benchmark matching --filter '{args.filter}' "
                  "(--benchmark_list_tests shows the names; most layer benchmarks end in /real_time)")
     report = json.loads(text)
-    return report["context"], [b for b in report["benchmarks"] if b.get("run_type") == "iteration"]
+    # Repetitions only (not the aggregates), and none that failed (`SkipWithError`: its time means nothing).
+    return report["context"], [b for b in report["benchmarks"] if b.get("run_type") == "iteration" and
+                               not b.get("error_occurred") and not b.get("skipped")]
 
 
 def shown(time):
@@ -158,7 +160,7 @@ def print_tables(names, times, per_round, rows, units, fast_read):
               f"{spread} | {below} below, {above} above (p = {sign_test(below, below + above):.3g}) |")
     print(f"\nMedian ratio over the {len(ratios)} cells: **{statistics.median(ratios):.3f}** "
           f"(lowest {min(ratios):.3f}, highest {max(ratios):.3f}).")
-    paired = [name for name in names if any(paired_read_gbps(r) for r in rows["before"][name])]
+    paired = [name for name in names if any(paired_read_gbps(r) for side in rows for r in rows[side][name])]
     if not paired:
         return
     split = "" if fast_read is None else f", a repetition counted fast where its paired read drew over {fast_read:g} GB/s"
@@ -212,6 +214,9 @@ def main():
                     units[name] = row.get("time_unit", "ns")
                 print(f"round {round_index + 1}/{args.rounds}: {side} done", file=sys.stderr)
     names = sorted(set(times["before"]) & set(times["after"]), key=natural_key)
+    for side, other in (("before", "after"), ("after", "before")):
+        for name in sorted(set(times[side]) - set(times[other]), key=natural_key):
+            print(f"ab_compare.py: {name} ran only on the {side} side; left out", file=sys.stderr)
     if not names:
         sys.exit("no benchmark matched the filter in both binaries")
     print(f"CPU: {cpu_line(contexts['before'])}; {args.rounds} rounds x {args.repetitions} repetitions\n")

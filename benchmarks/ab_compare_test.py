@@ -46,14 +46,20 @@ check(compare.fraction_cell([]) == "none", "an empty state's cell")
 # End to end. The stand-in's layer takes 10 ms times AB_SCALE and moves a quarter of a GB of
 # weights; its paired read draws 50 GB/s in rounds 1 and 3 and 30 GB/s in rounds 2 and 4 (a
 # counter file of its runs, so both sides of a round meet the same state). Two routing cells
-# beside it take 500 ns on both sides and report no paired read. Its kernels line names the
-# scale it ran with, as the executor's names the settings it read.
+# beside it take 500 ns on both sides and report no paired read. A "swing" cell takes 10 ms
+# before, and after 8 ms in rounds 1 and 2 but 12 ms in rounds 3 and 4: pooled, both sides'
+# medians are 10 ms, while each round's own ratio is 0.8 or 1.2. Each run also writes what Google
+# Benchmark adds that is not a repetition (an aggregate, a failed run with time 0), which the
+# tables must leave out, and appends its scale to a log (which side ran when). Its kernels line
+# names the scale it ran with, as the executor's names the settings it read.
 stand_in = r'''#!{python}
 import json, os, sys
 scale = float(os.environ.get("AB_SCALE", "1"))
 counter_file = os.environ["AB_STATE_FILE"]
 count = int(open(counter_file).read()) if os.path.exists(counter_file) else 0
 open(counter_file, "w").write(str(count + 1))
+with open(counter_file + ".order", "a") as order:
+    order.write(os.environ.get("AB_SCALE", "unset") + "\n")
 read_gbps = 50.0 if (count // 2) % 2 == 0 else 30.0  # both sides of a round meet the same state
 out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark_out="))
 repetitions = int(next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark_repetitions=")))
@@ -67,6 +73,13 @@ for _ in range(repetitions):
     for route in ("route/n:16", "route/n:4"):
         rows.append({{"name": route, "run_name": route, "run_type": "iteration", "real_time": 500.0,
                      "time_unit": "ns"}})
+    swing_ms = 10.0 if scale == 1.0 else (8.0 if count // 2 < 2 else 12.0)
+    rows.append({{"name": "swing/real_time", "run_name": "swing/real_time", "run_type": "iteration",
+                 "real_time": swing_ms, "time_unit": "ms"}})
+    rows.append({{"name": "swing/real_time", "run_name": "swing/real_time", "run_type": "iteration",
+                 "real_time": 0.0, "time_unit": "ms", "error_occurred": True, "error_message": "skipped"}})
+rows.append({{"name": "layer/real_time_median", "run_name": "layer/real_time", "run_type": "aggregate",
+             "aggregate_name": "median", "real_time": 1000.0, "time_unit": "ms"}})
 context = {{"cpu_model": "Stand-in CPU", "cpu_family_model": "family 1, model 2", "num_cpus": 2,
            "kernels": "cpu: portable, scale " + os.environ.get("AB_SCALE", "unset")}}
 json.dump({{"context": context, "benchmarks": rows}}, open(out, "w"))
@@ -91,6 +104,12 @@ with tempfile.TemporaryDirectory() as scratch:
     # 10 ms against 8 ms in all 4 rounds: 4 below 1, none above, p = 2/16.
     check(re.search(r"\| `layer/real_time` \| ms \| 10 \| 8 \| 0\.800 \| 0\.800-0\.800 \| 4 below, 0 above \(p = 0\.125\) \|",
                     out), f"layer row:\n{out}")
+    # Pooled medians hide the swing; the rounds' own ratios show it, 2 below 1 and 2 above.
+    check(re.search(r"\| `swing/real_time` \| ms \| 10 \| 10 \| 1\.000 \| 0\.800-1\.200 \| 2 below, 2 above \(p = 1\) \|",
+                    out), f"swing row:\n{out}")
+    # Which side went first alternates: before, after; after, before; ...
+    order = open(os.path.join(scratch, "count.order")).read().split()
+    check(order == ["1.0", "0.8", "0.8", "1.0", "1.0", "0.8", "0.8", "1.0"], f"order of the runs: {order}")
     # The routing cells do not change: 500 ns both, every round a tie, which the sign test drops;
     # n:4 is listed before n:16.
     check(out.index("`route/n:4`") < out.index("`route/n:16`"), f"cells in natural order:\n{out}")

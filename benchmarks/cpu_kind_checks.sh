@@ -38,7 +38,9 @@ for check in $checks; do
 done
 out=${out:-$build/cpu_kind_checks.md}
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" --target moe_routing_executor_benchmark moe_routing_executor_benchmark_no_march >/dev/null
+build_log="$build/cpu_kind_checks_build.log"
+cmake --build "$build" --target moe_routing_executor_benchmark moe_routing_executor_benchmark_no_march >"$build_log" 2>&1 ||
+  { tail -40 "$build_log" >&2; echo "cpu_kind_checks.sh: the build failed (all of it in $build_log)" >&2; exit 1; }
 native="$build/benchmarks/moe_routing_executor_benchmark"
 no_march="$build/benchmarks/moe_routing_executor_benchmark_no_march"
 
@@ -54,10 +56,12 @@ compare=(python3 "$root/benchmarks/ab_compare.py" --rounds "$rounds" --repetitio
        "AMX: $(grep -q amx_tile /proc/cpuinfo && echo yes || echo no), AVX512_BF16: $(grep -q avx512_bf16 /proc/cpuinfo && echo yes || echo no)"
   echo "- **Compiler**: $(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | xargs -r -I{} sh -c '{} --version | head -1'), $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
   echo "- **Commit**: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)'), $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "- **How**: \`benchmarks/cpu_kind_checks.sh --rounds $rounds${fast_read:+ --fast-read $fast_read}\`; time of the second setting over the first"
+  echo "- **How**: \`benchmarks/cpu_kind_checks.sh --rounds $rounds${fast_read:+ --fast-read $fast_read} --checks \"$checks\"\`; time of the second setting over the first"
   echo
 } >"$out"
 
+# A check that fails stops the script (set -e, pipefail); the report then says where.
+trap 'echo "**cpu_kind_checks.sh stopped with an error in the section above: its tables are missing or incomplete.**" >>"$out"' ERR
 section() {  # section TITLE: a heading and the comparison's tables, appended to the report
   echo "== $1" >&2
   { echo "## $1"; echo; cat; echo; } >>"$out"
