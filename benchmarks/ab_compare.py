@@ -90,6 +90,16 @@ def round_ratios(before_rounds, after_rounds):
     return [statistics.median(a) / statistics.median(b) for b, a in zip(before_rounds, after_rounds) if a and b]
 
 
+def times_by_round(rounds):
+    """One benchmark's repetitions (a list of rows per round) as their real times, per round."""
+    return [[row["real_time"] for row in rows] for rows in rounds]
+
+
+def every_repetition(rounds):
+    """One benchmark's repetitions of every round, as one list of rows."""
+    return [row for rows in rounds for row in rows]
+
+
 def paired_read_gbps(row):
     """The paired read's rate in GB/s for one repetition: the layer's weight bytes per second over
     the fraction (equal bytes, so read rate = layer rate / fraction), or None without both."""
@@ -145,21 +155,25 @@ def natural_key(name):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def print_tables(names, times, per_round, rows, units, fast_read):
+def print_tables(names, runs, fast_read):
+    """The tables for `names`, from `runs[side][name]`: each benchmark's rows, a list per round."""
     ratios = []
     print("| benchmark | unit | before | after | after / before | rounds' ratios | rounds below and above 1 (sign test) |")
     print("|---|---|---|---|---|---|---|")
     for name in names:
-        before = statistics.median(times["before"][name])
-        after = statistics.median(times["after"][name])
+        before_rounds, after_rounds = times_by_round(runs["before"][name]), times_by_round(runs["after"][name])
+        before = statistics.median(t for times in before_rounds for t in times)
+        after = statistics.median(t for times in after_rounds for t in times)
         ratios.append(after / before)
-        by_round = round_ratios(per_round["before"][name], per_round["after"][name])
+        unit = every_repetition(runs["before"][name])[0].get("time_unit", "ns")
+        by_round = round_ratios(before_rounds, after_rounds)
         below, above = sum(r < 1 for r in by_round), sum(r > 1 for r in by_round)  # a tie says neither
         spread = f"{min(by_round):.3f}-{max(by_round):.3f}" if by_round else ""
-        print(f"| `{name}` | {units[name]} | {shown(before)} | {shown(after)} | {after / before:.3f} | "
+        print(f"| `{name}` | {unit} | {shown(before)} | {shown(after)} | {after / before:.3f} | "
               f"{spread} | {below} below, {above} above (p = {sign_test(below, below + above):.3g}) |")
     print(f"\nMedian ratio over the {len(ratios)} cells: **{statistics.median(ratios):.3f}** "
           f"(lowest {min(ratios):.3f}, highest {max(ratios):.3f}).")
+    rows = {side: {name: every_repetition(runs[side][name]) for name in names} for side in runs}
     paired = [name for name in names if any(paired_read_gbps(r) for side in rows for r in rows[side][name])]
     if not paired:
         return
@@ -194,10 +208,7 @@ def main():
         sys.exit(f"ab_compare.py: --rounds {args.rounds} and --repetitions {args.repetitions} must be at least 1")
     environments = {"before": environment_of(args.before_env, "--before-env"),
                     "after": environment_of(args.after_env, "--after-env")}
-    times = {"before": {}, "after": {}}
-    per_round = {"before": {}, "after": {}}
-    rows = {"before": {}, "after": {}}
-    units = {}
+    runs = {"before": {}, "after": {}}  # [side][benchmark]: its rows, a list per round
     contexts = {}
     with tempfile.TemporaryDirectory() as scratch:
         for round_index in range(args.rounds):
@@ -206,16 +217,11 @@ def main():
                 contexts[side], results = run(binary, args, f"{scratch}/{side}{round_index}.json",
                                               environments[side])
                 for row in results:
-                    name = row["run_name"]
-                    times[side].setdefault(name, []).append(row["real_time"])
-                    rounds = per_round[side].setdefault(name, [[] for _ in range(args.rounds)])
-                    rounds[round_index].append(row["real_time"])
-                    rows[side].setdefault(name, []).append(row)
-                    units[name] = row.get("time_unit", "ns")
+                    runs[side].setdefault(row["run_name"], [[] for _ in range(args.rounds)])[round_index].append(row)
                 print(f"round {round_index + 1}/{args.rounds}: {side} done", file=sys.stderr)
-    names = sorted(set(times["before"]) & set(times["after"]), key=natural_key)
+    names = sorted(set(runs["before"]) & set(runs["after"]), key=natural_key)
     for side, other in (("before", "after"), ("after", "before")):
-        for name in sorted(set(times[side]) - set(times[other]), key=natural_key):
+        for name in sorted(set(runs[side]) - set(runs[other]), key=natural_key):
             print(f"ab_compare.py: {name} ran only on the {side} side; left out", file=sys.stderr)
     if not names:
         sys.exit("no benchmark matched the filter in both binaries")
@@ -227,7 +233,7 @@ def main():
         print(f"- {side}: `{binary}`{' with ' + ' '.join(assignments) if assignments else ''}"
               f"{'; kernels: ' + kernels if kernels else ''}")
     print()
-    print_tables(names, times, per_round, rows, units, args.fast_read)
+    print_tables(names, runs, args.fast_read)
 
 
 if __name__ == "__main__":

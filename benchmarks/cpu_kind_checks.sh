@@ -37,6 +37,7 @@ for check in $checks; do
   esac
 done
 out=${out:-$build/cpu_kind_checks.md}
+source "$root/benchmarks/run_context.sh"
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 build_log="$build/cpu_kind_checks_build.log"
 cmake --build "$build" --target moe_routing_executor_benchmark moe_routing_executor_benchmark_no_march >"$build_log" 2>&1 ||
@@ -51,11 +52,11 @@ compare=(python3 "$root/benchmarks/ab_compare.py" --rounds "$rounds" --repetitio
 {
   echo "# The executor's per-CPU choices on $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
   echo
-  echo "- **Machine**: $(lscpu | sed -n 's/^Model name: *//p' | head -1), CPU family $(sed -n 's/^cpu family\s*: //p' /proc/cpuinfo | head -1)" \
-       "model $(sed -n 's/^model\s*: //p' /proc/cpuinfo | head -1), $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB;" \
-       "AMX: $(grep -q amx_tile /proc/cpuinfo && echo yes || echo no), AVX512_BF16: $(grep -q avx512_bf16 /proc/cpuinfo && echo yes || echo no)"
-  echo "- **Compiler**: $(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | xargs -r -I{} sh -c '{} --version | head -1'), $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
-  echo "- **Commit**: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)'), $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- **Machine**: $(machine_summary); CPU family $(sed -n 's/^cpu family\s*: //p' /proc/cpuinfo | head -1)" \
+       "model $(sed -n 's/^model\s*: //p' /proc/cpuinfo | head -1); AMX: $(grep -q amx_tile /proc/cpuinfo && echo yes || echo no)," \
+       "AVX512_BF16: $(grep -q avx512_bf16 /proc/cpuinfo && echo yes || echo no)"
+  echo "- **Compiler**: $(build_compiler "$build")"
+  echo "- **Commit**: $(source_commit "$root"), $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "- **How**: \`benchmarks/cpu_kind_checks.sh --rounds $rounds${fast_read:+ --fast-read $fast_read} --checks \"$checks\"\`; time of the second setting over the first"
   echo
 } >"$out"

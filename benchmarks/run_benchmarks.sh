@@ -29,9 +29,8 @@ for suite in $suites; do targets+=("moe_routing_${suite}_benchmark"); done
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --target "${targets[@]}" >/dev/null
 
-machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB"
-compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" | xargs -r -I{} sh -c '{} --version | head -1'), $(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
-commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+source "$root/benchmarks/run_context.sh"
+machine=$(machine_summary) compiler=$(build_compiler "$build") commit=$(source_commit "$root")
 
 run() {  # run SUITE FULL_FILTER SMOKE_FILTER MIN_TIME [REPETITIONS [INTERLEAVE [BINARY]]]; false when the suite skipped (no GPU)
   local suite=$1 filter=$2 smoke_filter=$3 min_time=$4 repetitions=${5:-3} interleave=${6:-true} binary=${7:-$1} options=()
