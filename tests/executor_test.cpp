@@ -488,6 +488,10 @@ TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows a
         check_sweeps<Weight>(kernel, 0, 18, 48, 3, rng);
         check_sweeps<Weight>(kernel, 0, 9, 7, 4, rng);
         check_sweeps<Weight>(kernel, 3, 29, 100, 2, rng);  // 2 tokens (wide tiles where a kernel has them)
+        // One token on short rows with a masked rest, and on rows narrower than a vector (in
+        // address order where a kernel reads one-token rows so and the process streams into L2).
+        check_sweeps<Weight>(kernel, 2, 19, 70, 1, rng);
+        check_sweeps<Weight>(kernel, 0, 9, 7, 1, rng);
       }
     };
     mr::cpu::with_projection_kernel<Weight>(level, check_kernel);

@@ -34,6 +34,23 @@ constexpr int tile_tokens_of(avx512_bf16_kernel) noexcept { return 6; }
 /// load and a store per 24 `vdpbf16ps`), which a pass this memory-bound does not feel.
 constexpr int wide_tile_tokens_of(avx512_bf16_kernel) noexcept { return 3; }
 
+/// A one-token sweep of consecutive rows (the down projection of an expert with one token) is
+/// read in address order, each row to its end before the next, so the core reads one stream;
+/// blocks of 8 rows read 8 streams a row apart. On Zen 4, with the memory in its fast state (the
+/// plain read at 48-53 GB/s), blocks of 8 one-token rows drew 1.02, 0.94 and 0.91 of the read
+/// with rows of 4, 3 and 2 KiB, but 0.64-0.75 with Qwen3's down rows (h = 768: 1.5 KiB); more
+/// rows per block or a longer reach drew no more. In address order those rows drew 0.97-1.03 of
+/// it (1.00-1.03 in the slow state, where blocks drew 0.88-0.93). In the executor the paired
+/// fraction at n = 1 rose from 0.73 to 0.82 in the fast state and from 0.92 to 0.96 in the slow
+/// one (docs/benchmarks/executor_zen4.md, the eighth session). Used only where the first pass
+/// streams into L2 (`stream_cache.hpp`), where it was measured; with 2 or 3 tokens the address
+/// order drew no more than the blocks, so those keep the wide tiles.
+constexpr bool reads_one_token_rows_in_order(avx512_bf16_kernel) noexcept { return true; }
+
+/// Tuning data: how far ahead of its reads `multiply_rows_in_order` asks for rows into L2, in
+/// bytes (on Zen 4 1 and 2 KiB drew 0.97-1.03 of the read in the fast memory state, 3 KiB 0.82).
+inline constexpr int in_order_prefetch_bytes = 2048;
+
 namespace detail {
 
 /// 32 bfloat16 values at `p` where `lanes` is set (zero elsewhere), as vdpbf16ps's operand.
@@ -98,6 +115,34 @@ MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16, Rows>& b
 }
 
 }  // namespace detail
+
+/// `out[r] = row r . x` for the `rows` rows of a row-major matrix `cols` wide from `first_row`
+/// (`reads_one_token_rows_in_order`): each row to its end before the next, in two chains of
+/// vdpbf16ps (even and odd 32-column steps, so one chain's latency does not pace the row), its
+/// last partial step masked. The prefetches run on past a row's end into the next row.
+MOE_ROUTING_TARGET_AVX512_BF16 inline void multiply_rows_in_order(avx512_bf16_kernel, const bfloat16* first_row,
+                                                                  int rows, int cols, const bfloat16* x,
+                                                                  float* out) noexcept {
+  constexpr int columns = 32;
+  constexpr __mmask32 all = ~__mmask32(0);
+  for (int r = 0; r < rows; ++r) {
+    const bfloat16* row = first_row + static_cast<std::ptrdiff_t>(r) * cols;
+    __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
+    int c = 0;
+    for (; c + 2 * columns <= cols; c += 2 * columns) {
+      prefetch_address<2>(address_on(row + c, in_order_prefetch_bytes));
+      prefetch_address<2>(address_on(row + c + columns, in_order_prefetch_bytes));
+      even = _mm512_dpbf16_ps(even, detail::load_pairs(row + c, all), detail::load_pairs(x + c, all));
+      odd = _mm512_dpbf16_ps(odd, detail::load_pairs(row + c + columns, all), detail::load_pairs(x + c + columns, all));
+    }
+    for (; c < cols; c += columns) {  // at most one whole step, then the masked rest
+      const __mmask32 valid = cols - c >= columns ? all : static_cast<__mmask32>((1u << (cols - c)) - 1u);
+      prefetch_address<2>(address_on(row + c, in_order_prefetch_bytes));
+      even = _mm512_dpbf16_ps(even, detail::load_pairs(row + c, valid), detail::load_pairs(x + c, valid));
+    }
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(even, odd));
+  }
+}
 
 /// Sums of the block's rows with `tokens` (1..6) bfloat16 activation rows.
 MOE_ROUTING_TARGET_AVX512_BF16 inline void multiply_tile(avx512_bf16_kernel, const row_block<bfloat16>& block, int cols,

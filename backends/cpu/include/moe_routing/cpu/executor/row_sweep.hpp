@@ -65,6 +65,14 @@ constexpr int wide_tile_tokens_of(Kernel) noexcept {
   return 0;
 }
 
+/// Whether a kernel reads a one-token sweep of a matrix's consecutive rows in address order,
+/// each row to its end before the next (its `multiply_rows_in_order`), where the first pass
+/// streams into L2. false (every kernel but those that say otherwise): blocks, as for more tokens.
+template <class Kernel>
+constexpr bool reads_one_token_rows_in_order(Kernel) noexcept {
+  return false;
+}
+
 /// A block of weight rows for `multiply_tile`, with how far (in bytes) each row is from the
 /// same row of the next block, where the prefetches go once they run past the row's end; how
 /// many blocks on the second pass asks for the same rows (the rows the core works on after
@@ -307,11 +315,19 @@ template <class Weight, class Kernel, class Input, class BlockAt, class Take>
 }
 
 /// Rows [row_begin, row_end) of `matrix` (`cols` wide, row-major) times `m` activation rows
-/// (`x`, `x_stride` apart): `out[t * out_stride + r]`.
+/// (`x`, `x_stride` apart): `out[t * out_stride + r]`. One token, streaming into L2, on a kernel
+/// that reads such sweeps in address order (`reads_one_token_rows_in_order`): its
+/// `multiply_rows_in_order`; otherwise in blocks (`sweep_blocks`).
 template <class Kernel, class Weight, class Input>
 void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end, int cols, const Input* x,
                 std::ptrdiff_t x_stride, int m, float* out, std::ptrdiff_t out_stride) {
   compiled_for(kernel, [&]() MOE_ROUTING_INLINE_LAMBDA {
+    if constexpr (reads_one_token_rows_in_order(Kernel{})) {
+      if (m == 1 && weight_stream_cache() == stream_cache::l2) {
+        return multiply_rows_in_order(kernel, matrix + static_cast<std::ptrdiff_t>(row_begin) * cols,
+                                      row_end - row_begin, cols, x, out + row_begin);
+      }
+    }
     const auto block_at = [&](block_extent rows, auto& block) MOE_ROUTING_INLINE_LAMBDA {
       for (int i = 0; i < block.row_count; ++i) {
         block.rows[i] = matrix + static_cast<std::ptrdiff_t>(rows.row(i)) * cols;
