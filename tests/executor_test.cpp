@@ -490,8 +490,8 @@ TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows a
         check_sweeps<Weight>(kernel, 3, 29, 100, 2, rng);  // 2 tokens (wide tiles where a kernel has them)
         // One token on short rows with a masked rest, and on rows narrower than a vector (in
         // address order where a kernel reads one-token rows so and the process streams into L2).
-        check_sweeps<Weight>(kernel, 2, 19, 70, 1, rng);
-        check_sweeps<Weight>(kernel, 0, 9, 7, 1, rng);
+        // Rows of 48 (a whole step, then a masked one), 96 and 128 columns (whole steps only).
+        for (const int cols : {70, 7, 48, 96, 128}) check_sweeps<Weight>(kernel, 2, 19, cols, 1, rng);
       }
     };
     mr::cpu::with_projection_kernel<Weight>(level, check_kernel);

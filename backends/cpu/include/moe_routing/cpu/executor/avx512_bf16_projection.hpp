@@ -38,9 +38,9 @@ constexpr int wide_tile_tokens_of(avx512_bf16_kernel) noexcept { return 3; }
 /// read in address order, each row to its end before the next, so the core reads one stream;
 /// blocks of 8 rows read 8 streams a row apart. On Zen 4, with the memory in its fast state (the
 /// plain read at 48-53 GB/s), blocks of 8 one-token rows drew 1.02, 0.94 and 0.91 of the read
-/// with rows of 4, 3 and 2 KiB, but 0.64-0.75 with Qwen3's down rows (h = 768: 1.5 KiB); more
-/// rows per block or a longer reach drew no more. In address order those rows drew 0.97-1.03 of
-/// it (1.00-1.03 in the slow state, where blocks drew 0.88-0.93). In the executor the paired
+/// with rows of 4, 3 and 2 KiB, but 0.64-0.75 with Qwen3's down rows (h = 768: 1.5 KiB); 16 or
+/// 24 rows per block drew 0.72-0.75, a longer reach less. In address order those rows drew 0.97-1.03 of
+/// it (1.00-1.03 in the slow state, where blocks drew 0.88-0.99). In the executor the paired
 /// fraction at n = 1 rose from 0.73 to 0.82 in the fast state and from 0.92 to 0.96 in the slow
 /// one (docs/benchmarks/executor_zen4.md, the eighth session). Used only where the first pass
 /// streams into L2 (`stream_cache.hpp`), where it was measured; with 2 or 3 tokens the address

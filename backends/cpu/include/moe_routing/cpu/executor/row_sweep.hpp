@@ -25,6 +25,9 @@
 /// epilogue; the second group asks for the rows the core takes next while it computes
 /// (`prefetch_step`).
 ///
+/// Streaming into L2, a kernel may read a one-token sweep of consecutive rows in address order
+/// instead, each row to its end before the next (`reads_one_token_rows_in_order`).
+///
 /// Gate and up are swept together (half of each block's rows of each), and the SwiGLU activation
 /// of each (row, token) is written as soon as both sums exist: no pass over a float buffer
 /// in between.

@@ -8,10 +8,11 @@
 /// binary run both ways in interleaved rounds: L2 took 0.86-0.90 of the time of L1, while
 /// compute alone (the weights already in cache) took 1.07-1.13 of it; scratch builds before it
 /// agreed (docs/benchmarks/executor_zen4.md). Streaming into L2, a first pass also asks further
-/// ahead (`l2_stream_block_bytes_ahead` in `row_sweep.hpp`). Zen 4 therefore
+/// ahead (`l2_stream_block_bytes_ahead` in `row_sweep.hpp`), and the `avx512_bf16` kernel reads a
+/// one-token down projection in address order (`reads_one_token_rows_in_order`). Zen 4 therefore
 /// streams into L2 by default; every other CPU keeps L1, where the kernels were tuned (Zen 5,
-/// Zen 3) until the same comparison is made there. The AMX kernel prefetches on its own and is
-/// not affected.
+/// Zen 3) until the same comparison is made there. The AMX kernel's tiles prefetch on their own
+/// and are not affected (its groups that fall back to `avx512_bf16` are).
 ///
 /// `MOE_ROUTING_STREAM_CACHE` (environment, read once) overrides the default with `l1` or `l2`,
 /// so the comparison can be made on any machine with one binary. An unknown value stops the
