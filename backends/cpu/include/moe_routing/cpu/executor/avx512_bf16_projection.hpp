@@ -58,6 +58,9 @@ MOE_ROUTING_TARGET_AVX512_BF16 inline __m512bh load_pairs(const bfloat16* p, __m
   return (__m512bh)_mm512_maskz_loadu_epi16(lanes, p);
 }
 
+/// The lanes of a row's last partial step: its first `count` (0 < count < 32) columns.
+constexpr __mmask32 first_columns(int count) noexcept { return static_cast<__mmask32>((1u << count) - 1u); }
+
 /// One step of a tile: the 32 columns from `c` on that `valid` holds.
 template <int Rows, int Tokens, prefetch_mode Mode>
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void bf16_step(
@@ -100,8 +103,7 @@ MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16, Rows>& b
     bf16_step<Rows, Tokens, Mode>(acc, block, c, cols, x, x_stride, ~__mmask32(0));
   }
   if (whole < cols) {
-    bf16_step<Rows, Tokens, Mode>(acc, block, whole, cols, x, x_stride,
-                                  static_cast<__mmask32>((1u << (cols - whole)) - 1u));
+    bf16_step<Rows, Tokens, Mode>(acc, block, whole, cols, x, x_stride, first_columns(cols - whole));
   }
   store_lane_sums(acc, sums);
 }
@@ -136,7 +138,7 @@ MOE_ROUTING_TARGET_AVX512_BF16 inline void multiply_rows_in_order(avx512_bf16_ke
       odd = _mm512_dpbf16_ps(odd, detail::load_pairs(row + c + columns, all), detail::load_pairs(x + c + columns, all));
     }
     for (; c < cols; c += columns) {  // at most one whole step, then the masked rest
-      const __mmask32 valid = cols - c >= columns ? all : static_cast<__mmask32>((1u << (cols - c)) - 1u);
+      const __mmask32 valid = cols - c >= columns ? all : detail::first_columns(cols - c);
       prefetch_address<2>(address_on(row + c, in_order_prefetch_bytes));
       even = _mm512_dpbf16_ps(even, detail::load_pairs(row + c, valid), detail::load_pairs(x + c, valid));
     }
