@@ -4,16 +4,23 @@
 // machine that has them.
 
 #include <algorithm>
+#include <chrono>
+#include <execution>
 #include <fstream>
+#include <mutex>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <type_traits>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <moe_routing/cpu.hpp>
 #include <moe_routing/cpu/executor/stream_cache.hpp>
 #include <moe_routing/cpu/executor/sweep_order.hpp>
+#include <moe_routing/cpu/parallel_backend.hpp>
 #include <moe_routing/cpu/simd/cpu_features.hpp>
 
 namespace {
@@ -211,4 +218,36 @@ TEST_CASE("the sweeps take this CPU's order or MOE_ROUTING_SWEEP_ORDER's" *
       CHECK(report.find(words) != std::string::npos);
     }
   });
+}
+
+// The backend that runs `std::execution::par` decides whether the executor gets more than one
+// core, and libstdc++ falls back to one thread silently when it finds no TBB. The report must
+// name it, name what CMake linked, and be borne out by a parallel loop: where it says TBB the
+// loop's first item waits (up to 2 s) for another thread to take an item, which a serial loop
+// never does.
+TEST_CASE("the kernel report names the parallel backend, and a parallel loop bears it out" *
+          doctest::skip(std::thread::hardware_concurrency() < 2) *
+          doctest::description("skipped: one hardware thread, where TBB runs serially too")) {
+  const std::string backend = mr::cpu::parallel_backend_name();
+  const std::string report = mr::cpu::kernel_report();
+  CAPTURE(report);
+  CHECK(report.find("; parallel loops: " + backend) != std::string::npos);
+  CHECK(backend == (MOE_ROUTING_TESTS_LINK_TBB ? "TBB" : "serial"));
+
+  std::vector<int> items(256);
+  std::iota(items.begin(), items.end(), 0);
+  std::mutex guard;
+  std::set<std::thread::id> threads;
+  std::for_each(std::execution::par, items.begin(), items.end(), [&](int item) {
+    const auto seen = [&] {
+      const std::lock_guard<std::mutex> lock(guard);
+      threads.insert(std::this_thread::get_id());
+      return threads.size();
+    };
+    if (item != 0) return static_cast<void>(seen());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (seen() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  });
+  CAPTURE(threads.size());
+  CHECK((threads.size() > 1) == (backend == "TBB"));
 }

@@ -11,17 +11,19 @@
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/stream_cache.hpp"
 #include "moe_routing/cpu/executor/sweep_order.hpp"
+#include "moe_routing/cpu/parallel_backend.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 
 namespace moe_routing::cpu {
 
 /// The kernels calls take here, e.g. on Zen 4 "cpu: avx512_bf16; executor: avx512_bf16 for
 /// bfloat16 weights with bfloat16 activations, avx512 otherwise; weight rows streamed into L2;
-/// avx512_bf16 sweeps blocks first; routing top-k and mass ranking: avx512", or on an AVX2 CPU
-/// "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise; weight rows streamed
-/// into L1; avx2_bf16 sweeps blocks first; routing top-k and mass ranking: avx2", or where one
-/// kernel takes every weight type "executor: portable for every weight type". The AMX tiles
-/// walk their own order, so an AMX machine's report names no sweep order.
+/// avx512_bf16 sweeps blocks first; routing top-k and mass ranking: avx512; parallel loops: TBB",
+/// or on an AVX2 CPU "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise; weight
+/// rows streamed into L1; avx2_bf16 sweeps blocks first; routing top-k and mass ranking: avx2;
+/// parallel loops: TBB", or where one kernel takes every weight type "executor: portable for
+/// every weight type". The AMX tiles walk their own order, so an AMX machine's report names no
+/// sweep order.
 inline std::string kernel_report() {
   const isa_level bf16 = best_projection_level(), other = projection_level(isa_level::amx, false);
   std::string bf16_kernel, float_kernel, bf16_sweeps;
@@ -44,7 +46,8 @@ inline std::string kernel_report() {
   const char* routing = cpu_runs(isa_level::avx512) ? "avx512" : cpu_runs(isa_level::avx2) ? "avx2" : "portable";
   const char* streamed_into = weight_stream_cache() == stream_cache::l2 ? "L2" : "L1";
   return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor + "; weight rows streamed into " +
-         streamed_into + bf16_sweeps + "; routing top-k and mass ranking: " + routing;
+         streamed_into + bf16_sweeps + "; routing top-k and mass ranking: " + routing +
+         "; parallel loops: " + parallel_backend_name();
 }
 
 }  // namespace moe_routing::cpu
