@@ -11,8 +11,9 @@
 /// ahead (`l2_stream_block_bytes_ahead` in `row_sweep.hpp`), and the `avx512_bf16` kernel reads a
 /// one-token down projection in address order (`reads_one_token_rows_in_order`). Zen 4 therefore
 /// streams into L2 by default; every other CPU keeps L1, where the kernels were tuned (Zen 5,
-/// Zen 3). On Zen 5 L2 took 1.09 of L1's time on one core (a build without TBB,
-/// docs/benchmarks/cpu_kind_checks_zen5.md); the two-core comparison is still to be made. The
+/// Zen 3). On Zen 5, in one run on one core (a build without TBB), L2 took 1.13-1.21 of L1's
+/// time for compute alone and 0.99-1.05 for the layer (docs/benchmarks/cpu_kind_checks_zen5.md);
+/// the two-core comparison is still to be made. The
 /// AMX kernel's tiles prefetch on their own and are not affected (its groups that fall back to
 /// `avx512_bf16` are).
 ///
