@@ -13,9 +13,8 @@
 /// streams into L2 by default; every other CPU keeps L1, where the kernels were tuned (Zen 5,
 /// Zen 3). On Zen 5, in one run on one core (a build without TBB), L2 took 1.13-1.21 of L1's
 /// time for compute alone and 0.99-1.05 for the layer (docs/benchmarks/cpu_kind_checks_zen5.md);
-/// the two-core comparison is still to be made. The
-/// AMX kernel's tiles prefetch on their own and are not affected (its groups that fall back to
-/// `avx512_bf16` are).
+/// the two-core comparison is still to be made. The AMX kernel's tiles prefetch on their own and
+/// are not affected (its groups that fall back to `avx512_bf16` are).
 ///
 /// `MOE_ROUTING_STREAM_CACHE` (environment, read once) overrides the default with `l1` or `l2`,
 /// so the comparison can be made on any machine with one binary. An unknown value stops the
