@@ -79,7 +79,7 @@ for check in $checks; do
       "${compare[@]}" "$native" "$no_march" --filter "$layers|^bandwidth/read" |
         section "A consumer's build (no -march) over the native build" ;;
     peaks)
-      "$native" --benchmark_filter='^(compute/(fma|bf16_dot)_peak_one_core|bandwidth/read)' --benchmark_repetitions=5 \
+      "$native" --benchmark_filter='^(compute/(fma|fma512|bf16_dot)_peak_one_core|bandwidth/read)' --benchmark_repetitions=5 \
         --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true 2>&1 |
         grep -E '^Benchmark|median|kernels|cpu_' | sed 's/^/    /' | section "Peaks and the read (medians of 5)" ;;
   esac

@@ -8,10 +8,10 @@
 //  - executor/qwen3-huge-pages: executor/qwen3 with the weights in transparent huge pages
 //    (`weight_storage.hpp`; a second pool, built when first run);
 //  - executor/kernel:K/n:N: the same with each projection kernel this CPU runs for bfloat16
-//    weights (K the kernel's name: avx2_bf16, avx512, avx512_bf16, amx);
+//    weights (K the kernel's name: avx2_bf16, avx512_pairs, avx512_bf16, amx);
 //  - executor/active: latency against the number of active experts at n = 16;
-//  - tile/K: one tile of row kernel K (avx2, avx2_bf16, avx512, avx512_bf16: each this CPU
-//    runs; all with bfloat16 weights) in cache
+//  - tile/K: one tile of row kernel K (avx2, avx2_bf16, avx512, avx512_pairs, avx512_bf16: each
+//    this CPU runs; all with bfloat16 weights) in cache
 //    (no memory traffic), per token pass's prefetch mode: the kernel's compute ceiling, in
 //    multiply-adds per second (and vdpbf16ps per second for avx512_bf16);
 //  - item/K/gate_up: one gate/up work item swept for T tokens as the executor does
@@ -23,7 +23,8 @@
 //  - bandwidth/l2_read_one_core: one core reading the same 128 KiB again and again: the ceiling
 //    of a pass that only reads (one token);
 //  - compute/fma_peak_one_core: one core's 256-bit FMAs alone, the ceiling the tile and item
-//    rates read against;
+//    rates read against; compute/fma512_peak_one_core the same with 512-bit FMAs (CPUs with
+//    AVX-512);
 //  - compute/bf16_dot_peak_one_core: one core's vdpbf16ps alone (CPUs with AVX512_BF16), the
 //    ceiling of the avx512_bf16 kernel.
 // The context names the CPU model, its family and model numbers, its vector-ISA flags and the
@@ -400,6 +401,34 @@ MOE_ROUTING_TARGET_AVX2 void fma_peak_one_core(benchmark::State& state) {
       double{chains} * steps * 8 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// The same with 512-bit FMAs, the ceiling of the avx512 and avx512_pairs kernels: on Ice Lake
+// two 512-bit FMAs issue per cycle at a lower clock than 256-bit ones (91 G multiply-adds per
+// second against 55; docs/benchmarks/executor_icelake.md), so the 256-bit ceiling understates
+// what those kernels could reach. 12 chains, enough where two issue per cycle.
+MOE_ROUTING_TARGET_AVX512 void fma512_peak_one_core(benchmark::State& state) {
+  constexpr int chains = 12, steps = 1000;
+  const __m512 scale = _mm512_set1_ps(0.999999f), shift = _mm512_set1_ps(1e-7f);
+  __m512 a0 = _mm512_set1_ps(1.0f), a1 = _mm512_set1_ps(1.125f), a2 = _mm512_set1_ps(1.25f),
+         a3 = _mm512_set1_ps(1.375f), a4 = _mm512_set1_ps(1.5f), a5 = _mm512_set1_ps(1.625f),
+         a6 = _mm512_set1_ps(1.75f), a7 = _mm512_set1_ps(1.875f), a8 = _mm512_set1_ps(2.0f),
+         a9 = _mm512_set1_ps(2.125f), a10 = _mm512_set1_ps(2.25f), a11 = _mm512_set1_ps(2.375f);
+  for (auto _ : state) {
+    for (int s = 0; s < steps; ++s) {
+      a0 = _mm512_fmadd_ps(a0, scale, shift), a1 = _mm512_fmadd_ps(a1, scale, shift);
+      a2 = _mm512_fmadd_ps(a2, scale, shift), a3 = _mm512_fmadd_ps(a3, scale, shift);
+      a4 = _mm512_fmadd_ps(a4, scale, shift), a5 = _mm512_fmadd_ps(a5, scale, shift);
+      a6 = _mm512_fmadd_ps(a6, scale, shift), a7 = _mm512_fmadd_ps(a7, scale, shift);
+      a8 = _mm512_fmadd_ps(a8, scale, shift), a9 = _mm512_fmadd_ps(a9, scale, shift);
+      a10 = _mm512_fmadd_ps(a10, scale, shift), a11 = _mm512_fmadd_ps(a11, scale, shift);
+    }
+    benchmark::DoNotOptimize(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))));
+    benchmark::DoNotOptimize(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+  }
+  state.counters["multiply_adds_per_s"] = benchmark::Counter(
+      double{chains} * steps * 16 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // One core's ceiling for the avx512_bf16 kernel: vdpbf16ps alone (32 multiply-adds each: 16
 // lanes of two bfloat16 products), 12 independent chains in registers, enough to cover the
 // instruction's latency where two issue per cycle. The executor's multiply-adds at n = 64 cannot
@@ -505,7 +534,8 @@ const bool registered = [] {
         ->Unit(benchmark::kMillisecond);
   }
   // Every vector kernel this CPU runs, side by side (the default above is the fastest), named
-  // after the kernel the level takes for these bfloat16 weights (`avx2_bf16` at `avx2`).
+  // after the kernel the level takes for these bfloat16 weights (`avx2_bf16` at `avx2`,
+  // `avx512_pairs` at `avx512`).
   for (int level = static_cast<int>(mr::cpu::isa_level::avx2);
        level <= static_cast<int>(mr::cpu::best_projection_level()); ++level) {
     const auto kernel = static_cast<mr::cpu::isa_level>(level);
@@ -533,7 +563,11 @@ const bool registered = [] {
     register_kernel_in_cache<mr::cpu::avx2_kernel>();
     register_kernel_in_cache<mr::cpu::avx2_bf16_kernel>();
   }
-  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512)) register_kernel_in_cache<mr::cpu::avx512_kernel>();
+  if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512)) {
+    benchmark::RegisterBenchmark("compute/fma512_peak_one_core", fma512_peak_one_core);
+    register_kernel_in_cache<mr::cpu::avx512_kernel>();
+    register_kernel_in_cache<mr::cpu::avx512_pairs_kernel>();
+  }
   if (mr::cpu::cpu_runs(mr::cpu::isa_level::avx512_bf16)) {
     benchmark::RegisterBenchmark("compute/bf16_dot_peak_one_core", bf16_dot_peak_one_core);
     register_kernel_in_cache<mr::cpu::avx512_bf16_kernel>();

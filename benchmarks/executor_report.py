@@ -72,12 +72,14 @@ def overlap_table(rows):
 # the kernel multiplies. AMX has none here: its tiles are not the limit at these batch sizes.
 PEAKS = [("executor: avx512_bf16", "compute/bf16_dot_peak_one_core",
           "multiplies with vdpbf16ps (32 multiply-adds each)", "twelve independent chains"),
+         ("executor: avx512_pairs", "compute/fma512_peak_one_core", "multiplies in 512-bit float FMAs",
+          "twelve independent chains"),
          ("executor: avx2", "compute/fma_peak_one_core", "multiplies in 256-bit float FMAs",
           "ten independent chains")]
 
 
 def multiply_add_floor(context, rows, bandwidth):
-    """On a CPU whose bfloat16 kernel is a row kernel (avx512_bf16 or the AVX2 ones), the least
+    """On a CPU whose bfloat16 kernel is a row kernel (avx512_bf16, avx512_pairs or the AVX2 ones), the least
     time each batch size's multiply-adds can take: every (token, expert) pair's 3 x d x h of them
     at that kernel's one-core peak (`PEAKS`) on every CPU the benchmark counts. Where that floor
     is longer than the read of the layer's active experts, no such kernel reaches the read however
@@ -141,7 +143,8 @@ PREAMBLE = [
     "the read reference of its own run (`benchmarks/run_benchmarks.sh --suites executor` replaces the "
     "section of the machine it runs on and keeps the others). Issue #20's goal is 80% of both the in-run "
     "read and the paired read. Each change's side-by-side measurements, and why a kind falls short where "
-    "it does: [executor_zen5.md](executor_zen5.md) (AMD EPYC, Zen 5), "
+    "it does: [executor_icelake.md](executor_icelake.md) (Intel Xeon, Ice Lake-SP), "
+    "[executor_zen5.md](executor_zen5.md) (AMD EPYC, Zen 5), "
     "[executor_zen4.md](executor_zen4.md) (AMD EPYC, Zen 4), [executor_zen3.md](executor_zen3.md) (AMD EPYC, Zen 3).", ""]
 
 

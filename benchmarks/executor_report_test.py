@@ -57,6 +57,12 @@ check(per_pair is None, "avx512_bf16 without its own peak: no floor (never the 2
 avx2_context = {"num_cpus": 2, "kernels": "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise"}
 lines, per_pair = report.multiply_add_floor(avx2_context, floor_rows({"compute/fma_peak_one_core": 25e9}), 30e9)
 check("| 64 | 512 | 2.42 G | 48.32 | 25.17 | 52% |" in lines, f"avx2 floor row at a quarter of the rate: {lines[-1:]}")
+# An AVX-512 CPU without bfloat16 instructions (Ice Lake) reads its floor against the 512-bit
+# FMA peak, not the 256-bit one beside it: 2.416 G at 40 G on each of 2 cores is 30.20 ms.
+icelake_context = {"num_cpus": 2, "kernels": "cpu: avx512; executor: avx512_pairs for bfloat16 weights, avx512 otherwise"}
+lines, per_pair = report.multiply_add_floor(icelake_context, floor_rows({"compute/fma512_peak_one_core": 40e9,
+                                                                        "compute/fma_peak_one_core": 25e9}), 30e9)
+check("| 64 | 512 | 2.42 G | 30.20 | 25.17 | 83% |" in lines, f"avx512_pairs floor row: {lines[-1:]}")
 amx_context = {"num_cpus": 2, "kernels": "cpu: amx; executor: amx for bfloat16 weights, avx512 otherwise"}
 _, per_pair = report.multiply_add_floor(amx_context, floor_rows({"compute/bf16_dot_peak_one_core": 100e9}), 30e9)
 check(per_pair is None, "AMX: no row-kernel floor")

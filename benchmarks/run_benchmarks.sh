@@ -65,7 +65,7 @@ for suite in $suites; do
         "^(route/seq/(topk|oea|xshare)|baseline/partial_sort)/f32/n:(1|16)/E:64/k:8\$" 0.1 15 true routing
       python3 "$root/benchmarks/routing_targets_report.py" "$out/routing_targets.json" "$out" "$machine" "$compiler" "$commit" ;;
     executor)
-      run executor . "bandwidth/read|compute/(fma|bf16_dot)_peak_one_core|executor/qwen3(-compute|-huge-pages)?/n:1/|executor/active:(8|32|56)/" 0.5 5
+      run executor . "bandwidth/read|compute/(fma|fma512|bf16_dot)_peak_one_core|executor/qwen3(-compute|-huge-pages)?/n:1/|executor/active:(8|32|56)/" 0.5 5
       python3 "$root/benchmarks/executor_report.py" "$out/executor.json" "$out" "$machine" "$compiler" "$commit" ;;
     layer)
       run layer . "layer/(qwen3-30b-a3b|deepseek-r1)/(n:1|spec:4x4)/(vanilla|oea|xshare_spec)/" 0.5 5

@@ -102,6 +102,8 @@ TEST_CASE("built without -march, the kernels chosen are the best /proc/cpuinfo a
     const std::string executor = std::string("executor: ") + mr::cpu::name_of(mr::cpu::best_projection_level());
     CHECK(report.find(executor + " for bfloat16") != std::string::npos);
     CHECK(static_cast<int>(mr::cpu::best_projection_level()) >= static_cast<int>(mr::cpu::isa_level::avx512_bf16));
+  } else if (expected == mr::cpu::isa_level::avx512) {  // Skylake-SP to Ice Lake: no bfloat16 instructions
+    CHECK(report.find("executor: avx512_pairs for bfloat16 weights, avx512 otherwise") != std::string::npos);
   }
 }
 
@@ -175,6 +177,7 @@ TEST_CASE("sweep orders: blocks first for avx2_bf16, and for the AVX-512 kernels
     CHECK(default_sweep_order(mr::cpu::avx2_kernel{}, zen4) == sweep_order::groups_first);
     const sweep_order avx512 = zen4 ? sweep_order::blocks_first : sweep_order::groups_first;
     CHECK(default_sweep_order(mr::cpu::avx512_kernel{}, zen4) == avx512);
+    CHECK(default_sweep_order(mr::cpu::avx512_pairs_kernel{}, zen4) == avx512);
     CHECK(default_sweep_order(mr::cpu::avx512_bf16_kernel{}, zen4) == avx512);
   }
   using mr::cpu::detail::parse_sweep_order;
@@ -204,6 +207,7 @@ TEST_CASE("the sweeps take this CPU's order or MOE_ROUTING_SWEEP_ORDER's" *
   CHECK(mr::cpu::sweep_order_of(mr::cpu::avx2_kernel{}) == expected(false));
   CHECK(mr::cpu::sweep_order_of(mr::cpu::avx512_bf16_kernel{}) == expected(zen4));
   CHECK(mr::cpu::sweep_order_of(mr::cpu::avx512_kernel{}) == expected(zen4));
+  CHECK(mr::cpu::sweep_order_of(mr::cpu::avx512_pairs_kernel{}) == expected(zen4));
   // The report names the bfloat16 kernel's order where that kernel is a row kernel (every one
   // but AMX), in words written out here.
   const std::string report = mr::cpu::kernel_report();
@@ -215,6 +219,7 @@ TEST_CASE("the sweeps take this CPU's order or MOE_ROUTING_SWEEP_ORDER's" *
     } else {
       const bool blocks = std::is_same_v<kernel_type, mr::cpu::avx2_bf16_kernel> ||
                           (zen4 && (std::is_same_v<kernel_type, mr::cpu::avx512_bf16_kernel> ||
+                                    std::is_same_v<kernel_type, mr::cpu::avx512_pairs_kernel> ||
                                     std::is_same_v<kernel_type, mr::cpu::avx512_kernel>));
       const std::string words =
           std::string(kernel_type::name) + " sweeps " +

@@ -330,15 +330,16 @@ TEST_CASE("every projection kernel this CPU runs equals the naive loop") {
 
 namespace {
 
-/// Pair order as the AVX2 kernel for bfloat16 weights takes it, listed here column by column:
-/// `order[p]` is the column at position p of a `cols`-wide row. In each whole 16 columns the
-/// 8 even ones, then the 8 odd ones; the rest in place.
-std::vector<int> pair_order_of(int cols) {
+/// Pair order as the kernels for bfloat16 weights without bfloat16 instructions take it, listed
+/// here column by column: `order[p]` is the column at position p of a `cols`-wide row. In each
+/// whole `group` columns (16 for AVX2, 32 for AVX-512) the even ones, then the odd ones; the rest
+/// in place.
+std::vector<int> pair_order_of(int cols, int group_columns) {
   std::vector<int> order;
-  const int whole = cols / 16 * 16;
-  for (int group = 0; group < whole; group += 16) {
-    for (int c = group; c < group + 16; c += 2) order.push_back(c);
-    for (int c = group + 1; c < group + 16; c += 2) order.push_back(c);
+  const int whole = cols / group_columns * group_columns;
+  for (int group = 0; group < whole; group += group_columns) {
+    for (int c = group; c < group + group_columns; c += 2) order.push_back(c);
+    for (int c = group + 1; c < group + group_columns; c += 2) order.push_back(c);
   }
   for (int c = whole; c < cols; ++c) order.push_back(c);
   return order;
@@ -416,7 +417,8 @@ void check_sweeps(Kernel kernel, int row_begin, int rows, int cols, int m, std::
   std::vector<int> act_at(static_cast<std::size_t>(out_stride));
   std::iota(act_at.begin(), act_at.end(), 0);
   if (paired) {
-    const std::vector<int> order = pair_order_of(cols), act_order = pair_order_of(rows);
+    constexpr int group = mr::cpu::pair_group_columns_of<Kernel>;
+    const std::vector<int> order = pair_order_of(cols, group), act_order = pair_order_of(rows, group);
     for (int t = 0; t < m; ++t) {
       for (int p = 0; p < cols; ++p) x_in[static_cast<std::size_t>(t) * x_stride + p] = x[t * x_stride + order[p]];
     }
@@ -482,9 +484,12 @@ TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows a
         for (const int m : {1, 6, 7, 13, 24, 25, 50}) check_sweeps<Weight>(kernel, 0, 37, 1100, m, rng);
         check_sweeps<Weight>(kernel, 5, 37, 1100, 13, rng);  // a sweep that starts past row 0
         check_sweeps<Weight>(kernel, 0, 19, 70, 30, rng);    // rows shorter than the prefetch distance
-        // A last 16 to 31 columns (the pair-order kernel's single group) and a tail; rows of
-        // one whole group and a half; rows narrower than any vector.
+        // A last 16 to 31 columns (AVX2's pair-order group, and AVX-512's tail of a whole 16
+        // and a masked rest) and a tail; rows of one whole group and a half; rows of 20 and 31
+        // columns (no whole AVX-512 group); rows narrower than any vector.
         check_sweeps<Weight>(kernel, 0, 21, 1110, 5, rng);
+        check_sweeps<Weight>(kernel, 0, 13, 20, 4, rng);
+        check_sweeps<Weight>(kernel, 0, 11, 31, 1, rng);
         check_sweeps<Weight>(kernel, 0, 18, 48, 3, rng);
         check_sweeps<Weight>(kernel, 0, 9, 7, 4, rng);
         check_sweeps<Weight>(kernel, 3, 29, 100, 2, rng);  // 2 tokens (wide tiles where a kernel has them)
@@ -496,9 +501,12 @@ TEST_CASE("every row kernel's sweeps equal dot products in double on wide rows a
     };
     mr::cpu::with_projection_kernel<Weight>(level, check_kernel);
 #if MOE_ROUTING_X86_KERNELS
-    // The widening kernel also takes bfloat16 weights (the executor gives them avx2_bf16; the
-    // benchmarks compare the two).
-    if (level == mr::cpu::isa_level::avx2 && std::is_same_v<Weight, mr::bfloat16>) check_kernel(mr::cpu::avx2_kernel{});
+    // The widening kernels also take bfloat16 weights (the executor gives them the pair-order
+    // kernels; the benchmarks compare the two).
+    if (std::is_same_v<Weight, mr::bfloat16>) {
+      if (level == mr::cpu::isa_level::avx2) check_kernel(mr::cpu::avx2_kernel{});
+      if (level == mr::cpu::isa_level::avx512) check_kernel(mr::cpu::avx512_kernel{});
+    }
 #endif
   };
   for (const mr::cpu::isa_level level : runnable_levels()) {
@@ -525,36 +533,68 @@ TEST_CASE("a forced kernel is the one that runs, and the bfloat16 kernels only f
   }
 }
 
-TEST_CASE("at avx2, bfloat16 weights take the pair-order kernel and other weights the widening one") {
+TEST_CASE("at avx2 and avx512, bfloat16 weights take the pair-order kernel and other weights the widening one") {
   using mr::cpu::isa_level;
-  if (mr::cpu::best_projection_level() < isa_level::avx2) {
-    MESSAGE("skipped: this CPU does not run AVX2");
-    return;
+  struct names {
+    isa_level level;
+    const char* bf16_kernel;
+    const char* other_kernel;
+  };
+  for (const names expected :
+       {names{isa_level::avx2, "avx2_bf16", "avx2"}, names{isa_level::avx512, "avx512_pairs", "avx512"}}) {
+    const std::string level = mr::cpu::name_of(expected.level);
+    CAPTURE(level);
+    if (mr::cpu::best_projection_level() < expected.level) {
+      MESSAGE("skipped at " << level << ": this CPU does not run it");
+      continue;
+    }
+    std::string name;
+    for (const bool bf16_activations : {false, true}) {
+      CHECK(kernel_that_ran<mr::bfloat16>(expected.level, 64, bf16_activations, &name) == expected.level);
+      CHECK(name == expected.bf16_kernel);
+    }
+    CHECK(kernel_that_ran<mr::float16>(expected.level, 64, true, &name) == expected.level);
+    CHECK(name == expected.other_kernel);
+    CHECK(kernel_that_ran<float>(expected.level, 64, false, &name) == expected.level);
+    CHECK(name == expected.other_kernel);
   }
-  std::string name;
-  CHECK(kernel_that_ran<mr::bfloat16>(isa_level::avx2, 64, true, &name) == isa_level::avx2);
-  CHECK(name == "avx2_bf16");
-  CHECK(kernel_that_ran<mr::bfloat16>(isa_level::avx2, 64, false, &name) == isa_level::avx2);
-  CHECK(name == "avx2_bf16");
-  CHECK(kernel_that_ran<mr::float16>(isa_level::avx2, 64, true, &name) == isa_level::avx2);
-  CHECK(name == "avx2");
-  CHECK(kernel_that_ran<float>(isa_level::avx2, 64, true, &name) == isa_level::avx2);
-  CHECK(name == "avx2");
 }
 
-TEST_CASE("pair order: each whole 16 columns' even ones, then their odd ones, the rest in place") {
-  for (int cols = 0; cols <= 80; ++cols) {
+namespace {
+
+/// `write_in_pair_order` and `paired_column` with groups of `Group` columns against
+/// `pair_order_of`, for rows of 0 to 100 columns.
+template <int Group>
+void check_pair_order() {
+  CAPTURE(Group);
+  for (int cols = 0; cols <= 100; ++cols) {
     CAPTURE(cols);
-    const std::vector<int> order = pair_order_of(cols);
+    const std::vector<int> order = pair_order_of(cols, Group);
     std::vector<int> written(static_cast<std::size_t>(cols), -1);
-    mr::cpu::write_in_pair_order(written.data(), cols, [](int c) { return c; });
+    mr::cpu::write_in_pair_order<Group>(written.data(), cols, [](int c) { return c; });
     CHECK(written == order);
     int misplaced = 0;
-    for (int p = 0; p < cols; ++p) misplaced += mr::cpu::paired_column(order[static_cast<std::size_t>(p)], cols) != p;
+    for (int p = 0; p < cols; ++p) {
+      misplaced += mr::cpu::paired_column<Group>(order[static_cast<std::size_t>(p)], cols) != p;
+    }
     CHECK(misplaced == 0);
   }
-  // By hand: the first group of a 20-column row, then its last 4 columns in place.
-  CHECK(pair_order_of(20) == std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 16, 17, 18, 19});
+}
+
+}  // namespace
+
+TEST_CASE("pair order: each whole group's even columns, then its odd ones, the rest in place") {
+  check_pair_order<mr::cpu::pair_group_columns>();
+  check_pair_order<mr::cpu::wide_pair_group_columns>();
+  // By hand: the first group of a 20-column row, then its last 4 columns in place; AVX-512's
+  // group of 32, then 3 columns in place.
+  CHECK(pair_order_of(20, 16) ==
+        std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 16, 17, 18, 19});
+  CHECK(pair_order_of(35, 32) == std::vector<int>{0, 2, 4, 6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 1, 3,
+                                                  5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 32, 33, 34});
+  CHECK(mr::cpu::pair_group_columns_of<mr::cpu::avx2_bf16_kernel> == 16);
+  CHECK(mr::cpu::pair_group_columns_of<mr::cpu::avx512_pairs_kernel> == 32);
+  CHECK(mr::cpu::pair_group_columns_of<mr::cpu::avx512_kernel> == 0);
 }
 
 TEST_CASE("forcing a kernel this CPU does not run is refused, naming it") {

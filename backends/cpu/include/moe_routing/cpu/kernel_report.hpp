@@ -17,13 +17,14 @@
 namespace moe_routing::cpu {
 
 /// The kernels calls take here, e.g. on Zen 4 "cpu: avx512_bf16; executor: avx512_bf16 for
-/// bfloat16 weights with bfloat16 activations, avx512 otherwise; weight rows streamed into L2;
-/// avx512_bf16 sweeps blocks first; routing top-k and mass ranking: avx512; parallel loops: TBB",
-/// or on an AVX2 CPU "cpu: avx2; executor: avx2_bf16 for bfloat16 weights, avx2 otherwise; weight
-/// rows streamed into L1; avx2_bf16 sweeps blocks first; routing top-k and mass ranking: avx2;
-/// parallel loops: TBB", or where one kernel takes every weight type "executor: portable for
-/// every weight type". The AMX tiles walk their own order, so an AMX machine's report names no
-/// sweep order.
+/// bfloat16 weights with bfloat16 activations, avx512_pairs for other bfloat16 weights, avx512
+/// otherwise; weight rows streamed into L2; avx512_bf16 sweeps blocks first; routing top-k and
+/// mass ranking: avx512; parallel loops: TBB", on Ice Lake "cpu: avx512; executor: avx512_pairs
+/// for bfloat16 weights, avx512 otherwise; ...", or on an AVX2 CPU "cpu: avx2; executor:
+/// avx2_bf16 for bfloat16 weights, avx2 otherwise; weight rows streamed into L1; avx2_bf16 sweeps
+/// blocks first; routing top-k and mass ranking: avx2; parallel loops: TBB", or where one kernel
+/// takes every weight type "executor: portable for every weight type". The AMX tiles walk their
+/// own order, so an AMX machine's report names no sweep order.
 inline std::string kernel_report() {
   const isa_level bf16 = best_projection_level(), other = projection_level(isa_level::amx, false);
   std::string bf16_kernel, float_kernel, bf16_sweeps;
@@ -38,11 +39,17 @@ inline std::string kernel_report() {
     }
   });
   with_projection_kernel<float>(other, [&](auto kernel) { float_kernel = decltype(kernel)::name; });
+  // Where bfloat16 weights with float activations take a kernel of their own (the pair-order ones).
+  std::string float_bf16_kernel;
+  with_projection_kernel<bfloat16>(other, [&](auto kernel) { float_bf16_kernel = decltype(kernel)::name; });
+  const std::string other_bf16 = rounds_activations && float_bf16_kernel != float_kernel
+                                     ? ", " + float_bf16_kernel + " for other bfloat16 weights"
+                                     : "";
   const std::string executor =
       bf16_kernel == float_kernel
           ? bf16_kernel + " for every weight type"
           : bf16_kernel + " for bfloat16 weights" + (rounds_activations ? " with bfloat16 activations" : "") +
-                (bf16 == isa_level::amx ? " (d in whole tiles)" : "") + ", " + float_kernel + " otherwise";
+                (bf16 == isa_level::amx ? " (d in whole tiles)" : "") + other_bf16 + ", " + float_kernel + " otherwise";
   const char* routing = cpu_runs(isa_level::avx512) ? "avx512" : cpu_runs(isa_level::avx2) ? "avx2" : "portable";
   const char* streamed_into = weight_stream_cache() == stream_cache::l2 ? "L2" : "L1";
   return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor + "; weight rows streamed into " +

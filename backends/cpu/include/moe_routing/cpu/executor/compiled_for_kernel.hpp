@@ -43,6 +43,10 @@ MOE_ROUTING_TARGET_AVX512 inline void compiled_for(avx512_kernel, Body&& body) {
   body();
 }
 template <class Body>
+MOE_ROUTING_TARGET_AVX512 inline void compiled_for(avx512_pairs_kernel, Body&& body) {
+  body();
+}
+template <class Body>
 MOE_ROUTING_TARGET_AVX512_BF16 inline void compiled_for(avx512_bf16_kernel, Body&& body) {
   body();
 }

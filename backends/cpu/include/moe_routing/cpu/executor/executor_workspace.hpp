@@ -99,7 +99,8 @@ class executor_workspace {
   /// The kernel the last `moe_forward` with this workspace ran (`portable` before any).
   isa_level last_kernel() const noexcept { return last_kernel_; }
   /// The last call's kernel by name (`kernel_tags.hpp`): at one level, the weight type may pick
-  /// another kernel (`avx2_bf16` for bfloat16 weights, `avx2` for the others).
+  /// another kernel (`avx2_bf16` or `avx512_pairs` for bfloat16 weights, `avx2` or `avx512` for the
+  /// others).
   const char* last_kernel_name() const noexcept { return last_kernel_name_; }
   template <class Kernel>
   void record_kernel(Kernel) noexcept {

@@ -13,16 +13,18 @@
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/cpu/executor/amx_projection.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
+#include "moe_routing/cpu/executor/pair_order.hpp"
 #include "moe_routing/executor/expert_weights.hpp"
 
 namespace moe_routing::cpu {
 
 /// How a group's activations (its inputs and SwiGLU values) are laid out for its kernel.
 enum class activation_form : std::uint8_t {
-  float_rows,       ///< float rows (`gathered`, `activations`): the float kernels
-  float_pair_rows,  ///< the same rows in pair order (`pair_order.hpp`): the AVX2 kernel for bfloat16 weights
-  bf16_rows,        ///< bfloat16 rows in the packed buffers: the AVX512_BF16 kernel
-  bf16_tiles,       ///< the AMX tiles' packed copies (`amx::packed_index`)
+  float_rows,            ///< float rows (`gathered`, `activations`): the float kernels
+  float_pair_rows,       ///< the same rows in pair order (`pair_order.hpp`): the AVX2 kernel for bfloat16 weights
+  float_wide_pair_rows,  ///< the same in AVX-512's pair order (groups of 32): `avx512_pairs_kernel`
+  bf16_rows,             ///< bfloat16 rows in the packed buffers: the AVX512_BF16 kernel
+  bf16_tiles,            ///< the AMX tiles' packed copies (`amx::packed_index`)
 };
 
 /// The form a group `width` wide takes its activations in for `Kernel`: on AMX, tiles when h is
@@ -34,7 +36,8 @@ constexpr activation_form form_for(Kernel, int width) noexcept {
   } else if constexpr (takes_bf16_activations<Kernel>) {
     return activation_form::bf16_rows;
   } else if constexpr (takes_paired_activations<Kernel>) {
-    return activation_form::float_pair_rows;
+    return pair_group_columns_of<Kernel> == wide_pair_group_columns ? activation_form::float_wide_pair_rows
+                                                                    : activation_form::float_pair_rows;
   } else {
     return activation_form::float_rows;
   }

@@ -97,8 +97,11 @@ inline void gather_group(const float* x, const expert_job& job, const std::int32
   for (int p = 0; p < job.pairs; ++p) {
     const float* in = input_of(p);
     float* row = rows + static_cast<std::ptrdiff_t>(p) * d;
+    const auto activation = [&](int c) { return round_activations ? to_float(to_bfloat16(in[c])) : in[c]; };
     if (job.form == activation_form::float_pair_rows) {
-      write_in_pair_order(row, d, [&](int c) { return round_activations ? to_float(to_bfloat16(in[c])) : in[c]; });
+      write_in_pair_order<pair_group_columns>(row, d, activation);
+    } else if (job.form == activation_form::float_wide_pair_rows) {
+      write_in_pair_order<wide_pair_group_columns>(row, d, activation);
     } else if (round_activations) {
       for (int c = 0; c < d; ++c) row[c] = to_float(to_bfloat16(in[c]));
     } else {

@@ -16,6 +16,7 @@
 #include "moe_routing/cpu/executor/avx2_bf16_projection.hpp"
 #include "moe_routing/cpu/executor/avx2_projection.hpp"
 #include "moe_routing/cpu/executor/avx512_bf16_projection.hpp"
+#include "moe_routing/cpu/executor/avx512_pairs_projection.hpp"
 #include "moe_routing/cpu/executor/avx512_projection.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/portable_projection.hpp"
@@ -46,8 +47,8 @@ inline void check_runnable(isa_level level) {
 }
 
 /// Calls `body(tag)` with the tag of `level` (from `projection_level`, so a bfloat16 level
-/// only comes with bfloat16 weights) for `Weight`: at `avx2`, bfloat16 weights take
-/// `avx2_bf16_kernel`.
+/// only comes with bfloat16 weights) for `Weight`: at `avx2` and `avx512`, bfloat16 weights take
+/// the pair-order kernels (`avx2_bf16_kernel`, `avx512_pairs_kernel`).
 template <class Weight, class Body>
 void with_projection_kernel(isa_level level, Body&& body) {
 #if MOE_ROUTING_X86_KERNELS
@@ -57,7 +58,13 @@ void with_projection_kernel(isa_level level, Body&& body) {
 #endif
     if (level == isa_level::avx512_bf16) return body(avx512_bf16_kernel{});
   }
-  if (level == isa_level::avx512) return body(avx512_kernel{});
+  if (level == isa_level::avx512) {
+    if constexpr (std::is_same_v<Weight, bfloat16>) {
+      return body(avx512_pairs_kernel{});
+    } else {
+      return body(avx512_kernel{});
+    }
+  }
   if (level == isa_level::avx2) {
     if constexpr (std::is_same_v<Weight, bfloat16>) {
       return body(avx2_bf16_kernel{});

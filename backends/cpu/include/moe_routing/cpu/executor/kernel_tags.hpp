@@ -10,11 +10,13 @@
 ///   - `avx2_bf16_kernel`: the same for bfloat16 weights, each 16 split into floats by pairs of
 ///     columns, with float activations in pair order (`pair_order.hpp`);
 ///   - `avx512_kernel`: the same on AVX-512;
+///   - `avx512_pairs_kernel`: the same on AVX-512 for bfloat16 weights, each 32 split into floats
+///     by pairs of columns, with float activations in AVX-512's pair order;
 ///   - `avx512_bf16_kernel`: vdpbf16ps on bfloat16 weight pairs and bfloat16 activations
 ///     (the products the AMX tiles form), float sums;
 ///   - `amx_kernel`: Intel AMX tiles for bfloat16 weights with bfloat16 activations.
-/// `avx2_bf16_kernel` needs bfloat16 weights; the last two need bfloat16 weights with rounded
-/// activations (`bf16_activations`).
+/// `avx2_bf16_kernel` and `avx512_pairs_kernel` need bfloat16 weights; the last two need bfloat16
+/// weights with rounded activations (`bf16_activations`).
 
 #include <concepts>
 
@@ -38,6 +40,10 @@ struct avx512_kernel {
   static constexpr isa_level level = isa_level::avx512;
   static constexpr const char* name = "avx512";
 };
+struct avx512_pairs_kernel {
+  static constexpr isa_level level = isa_level::avx512;
+  static constexpr const char* name = "avx512_pairs";
+};
 struct avx512_bf16_kernel {
   static constexpr isa_level level = isa_level::avx512_bf16;
   static constexpr const char* name = "avx512_bf16";
@@ -51,7 +57,7 @@ struct amx_kernel {
 template <class Kernel>
 concept row_kernel = std::same_as<Kernel, portable_kernel> || std::same_as<Kernel, avx2_kernel> ||
     std::same_as<Kernel, avx2_bf16_kernel> || std::same_as<Kernel, avx512_kernel> ||
-    std::same_as<Kernel, avx512_bf16_kernel>;
+    std::same_as<Kernel, avx512_pairs_kernel> || std::same_as<Kernel, avx512_bf16_kernel>;
 
 /// Whether the kernel's products are of bfloat16 activations (it takes them as bfloat16
 /// rows or tiles), not float.
@@ -61,6 +67,7 @@ inline constexpr bool takes_bf16_activations =
 
 /// Whether the kernel takes its float activation rows in pair order (`pair_order.hpp`).
 template <class Kernel>
-inline constexpr bool takes_paired_activations = std::same_as<Kernel, avx2_bf16_kernel>;
+inline constexpr bool takes_paired_activations =
+    std::same_as<Kernel, avx2_bf16_kernel> || std::same_as<Kernel, avx512_pairs_kernel>;
 
 }  // namespace moe_routing::cpu

@@ -393,7 +393,9 @@ void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_
       for (int t = 0; t < tokens; ++t) {
         Output* row = act + (t0 + t) * act_stride;
         for (int i = 0; i < rows.count; ++i) {
-          const int at = takes_paired_activations<Kernel> ? paired_column(rows.first + i, act_cols) : rows.first + i;
+          int at = rows.first + i;
+          if constexpr (takes_paired_activations<Kernel>)
+            at = paired_column<pair_group_columns_of<Kernel>>(at, act_cols);
           row[at] = values[i * group + t];
         }
       }

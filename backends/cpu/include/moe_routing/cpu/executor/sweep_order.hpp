@@ -15,8 +15,9 @@
 ///   - `avx512_bf16` on Zen 4, in two runs of 8 and 10 rounds with the machine's read at
 ///     31-35 GB/s: the paired fraction at n = 64 from 0.765 to 0.802 and from 0.779 to 0.816,
 ///     n = 1-16 within 2 points either way, compute alone 0.96-1.03.
-/// So `avx2_bf16` takes blocks first everywhere, the AVX-512 kernels on Zen 4 (`avx512`,
-/// unmeasured, follows `avx512_bf16`), every other kernel and CPU token groups first.
+/// So `avx2_bf16` takes blocks first everywhere, the AVX-512 kernels on Zen 4 (`avx512` and
+/// `avx512_pairs`, unmeasured there, follow `avx512_bf16`), every other kernel and CPU token
+/// groups first.
 ///
 /// `MOE_ROUTING_SWEEP_ORDER` (environment, read once) overrides the default for every row
 /// kernel (the AMX tiles walk their own order) with `groups` or `blocks`, so the comparison can
@@ -54,7 +55,8 @@ constexpr sweep_order default_sweep_order(avx2_bf16_kernel, bool /*zen4*/) noexc
 namespace detail {
 /// The AVX-512 row kernels, which take one order on each CPU.
 template <class Kernel>
-concept avx512_row_kernel = std::same_as<Kernel, avx512_bf16_kernel> || std::same_as<Kernel, avx512_kernel>;
+concept avx512_row_kernel = std::same_as<Kernel, avx512_bf16_kernel> || std::same_as<Kernel, avx512_pairs_kernel> ||
+    std::same_as<Kernel, avx512_kernel>;
 }  // namespace detail
 
 template <detail::avx512_row_kernel Kernel>

@@ -23,6 +23,9 @@ namespace moe_routing::cpu {
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX2 inline void keep_in_register(__m256& v) noexcept { asm("" : "+v"(v)); }
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX2 inline void keep_in_register(__m256i& v) noexcept { asm("" : "+v"(v)); }
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512 inline void keep_in_register(__m512& v) noexcept { asm("" : "+v"(v)); }
+[[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512 inline void keep_in_register(__m512i& v) noexcept {
+  asm("" : "+v"(v));
+}
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512_BF16 inline void keep_in_register(__m512bh& v) noexcept {
   asm("" : "+v"(v));
 }
