@@ -104,10 +104,8 @@ MOE_ROUTING_TARGET_AVX512 void wide_pair_tile(const row_block<bfloat16>& block, 
   for (int c = 0; c < whole; c += group)
     wide_pair_step<Tokens, chains, Mode>(acc, block, c, cols, x, x_stride, top_halves);
   // The rest, in place: 16 columns at a time, the last masked.
-  for (int c = whole; c < cols; c += lanes) {
-    const __mmask16 valid = cols - c >= lanes ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (cols - c)) - 1u);
-    avx512_step<Tokens, Mode>(acc[0], block, c, cols, x, x_stride, valid);
-  }
+  for (int c = whole; c < cols; c += lanes)
+    avx512_step<Tokens, Mode>(acc[0], block, c, cols, x, x_stride, first_lanes(cols - c));
   if constexpr (chains == 2) {
     MOE_ROUTING_UNROLL
     for (int i = 0; i < block_rows; ++i) {

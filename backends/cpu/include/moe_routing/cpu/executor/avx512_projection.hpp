@@ -39,6 +39,12 @@ MOE_ROUTING_TARGET_AVX512 inline __m512 load_widened(const Weight* w, __mmask16 
   }
 }
 
+/// The lanes of a 16-column step that hold columns when `count` columns are left (all 16 from
+/// 16 on).
+constexpr __mmask16 first_lanes(int count) noexcept {
+  return count >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
 /// One step of a tile: the 16 columns from `c` on that `valid` holds.
 template <int Tokens, prefetch_mode Mode, class Weight>
 [[gnu::always_inline]] MOE_ROUTING_TARGET_AVX512 inline void avx512_step(__m512 (&acc)[block_rows][Tokens],
@@ -73,8 +79,7 @@ MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int c
   const int whole = cols - cols % lanes;
   for (int c = 0; c < whole; c += lanes) avx512_step<Tokens, Mode>(acc, block, c, cols, x, x_stride, __mmask16(0xffff));
   if (whole < cols) {
-    avx512_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride,
-                              static_cast<__mmask16>((1u << (cols - whole)) - 1u));
+    avx512_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride, first_lanes(cols - whole));
   }
   store_lane_sums(acc, sums);
 }
