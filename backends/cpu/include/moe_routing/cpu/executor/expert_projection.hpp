@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <execution>
 #include <numeric>
+#include <type_traits>
 
 #include "moe_routing/core/config.hpp"
 #include "moe_routing/core/half.hpp"
@@ -46,14 +47,15 @@ void project_gate_up(Kernel kernel, const expert_matrices<Weight>& m, const expe
       sweep_gate_up(kernel, m.gate, m.up, begin, end, d, buffers.gathered_rows(job), d, job.pairs,
                     buffers.activation_rows(job), buffers.activation_stride, job.width, swiglu, store);
     };
-    // One sweep for each, not one store that tests `round_activations` per value: with the test
-    // inside, GCC 12 left the SwiGLU epilogue (`sweep_gate_up`'s loop over the tile's lanes)
-    // scalar, 9.7% of the compute at n = 64 on Ice Lake; split, it is vectorized and the compute
-    // alone at n = 16 and 64 took 0.92 of the time (docs/benchmarks/executor_icelake.md).
-    if (round_activations)
-      sweep([](float v) MOE_ROUTING_INLINE_LAMBDA { return to_float(to_bfloat16(v)); });
-    else
-      sweep([](float v) MOE_ROUTING_INLINE_LAMBDA { return v; });
+    // One sweep for each setting, not one store that tests `round_activations` per value: with
+    // the test inside, GCC 12 left the SwiGLU epilogue (`sweep_gate_up`'s loop over the tile's
+    // lanes) scalar; on Ice Lake 9.7% of a profile of the compute at n = 64 was `sweep_gate_up`'s
+    // own code, 5.5% once split, and the compute alone at n = 16 and 64 took 0.92 of the time
+    // (docs/benchmarks/executor_icelake.md). Only bfloat16 weights round their activations.
+    if constexpr (std::is_same_v<Weight, bfloat16>) {
+      if (round_activations) return sweep([](float v) MOE_ROUTING_INLINE_LAMBDA { return to_float(to_bfloat16(v)); });
+    }
+    sweep([](float v) MOE_ROUTING_INLINE_LAMBDA { return v; });
   }
 }
 

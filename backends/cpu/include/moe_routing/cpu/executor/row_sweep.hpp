@@ -348,7 +348,9 @@ void sweep_rows(Kernel kernel, const Weight* matrix, int row_begin, int row_end,
 /// Gate and up rows [row_begin, row_end) (each matrix `cols` wide) times `m` activation rows:
 /// `act[t * act_stride + r] = store(activation(gate_r . x_t, up_r . x_t))`; for a kernel that
 /// takes pair order (`takes_paired_activations`), at row r's column in pair order of the
-/// `act_cols`-wide activation rows (the down projection's input) instead.
+/// `act_cols`-wide activation rows (the down projection's input) instead. `activation` and
+/// `store` should not branch on values known only at run time: the loop that applies them to a
+/// tile's lanes is then left scalar (`project_gate_up`).
 template <class Kernel, class Weight, class Input, class Output, class Activation, class Store>
 void sweep_gate_up(Kernel kernel, const Weight* gate, const Weight* up, int row_begin, int row_end, int cols,
                    const Input* x, std::ptrdiff_t x_stride, int m, Output* act, std::ptrdiff_t act_stride, int act_cols,
