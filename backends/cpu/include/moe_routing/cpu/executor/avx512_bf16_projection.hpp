@@ -17,6 +17,7 @@
 #include "moe_routing/cpu/simd/four_lane_sums.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
 #include "moe_routing/cpu/simd/keep_in_register.hpp"
+#include "moe_routing/cpu/simd/lane_masks.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
 MOE_ROUTING_AVX512_WARNINGS_OFF
@@ -57,9 +58,6 @@ namespace detail {
 MOE_ROUTING_TARGET_AVX512_BF16 inline __m512bh load_pairs(const bfloat16* p, __mmask32 lanes) noexcept {
   return (__m512bh)_mm512_maskz_loadu_epi16(lanes, p);
 }
-
-/// The lanes of a row's last partial step: its first `count` (0 < count < 32) columns.
-constexpr __mmask32 first_columns(int count) noexcept { return static_cast<__mmask32>((1u << count) - 1u); }
 
 /// One step of a tile: the 32 columns from `c` on that `valid` holds.
 template <int Rows, int Tokens, prefetch_mode Mode>
@@ -103,7 +101,7 @@ MOE_ROUTING_TARGET_AVX512_BF16 void bf16_tile(const row_block<bfloat16, Rows>& b
     bf16_step<Rows, Tokens, Mode>(acc, block, c, cols, x, x_stride, ~__mmask32(0));
   }
   if (whole < cols) {
-    bf16_step<Rows, Tokens, Mode>(acc, block, whole, cols, x, x_stride, first_columns(cols - whole));
+    bf16_step<Rows, Tokens, Mode>(acc, block, whole, cols, x, x_stride, first_lanes<__mmask32>(cols - whole));
   }
   store_lane_sums(acc, sums);
 }
@@ -138,7 +136,7 @@ MOE_ROUTING_TARGET_AVX512_BF16 inline void multiply_rows_in_order(avx512_bf16_ke
       odd = _mm512_dpbf16_ps(odd, detail::load_pairs(row + c + columns, all), detail::load_pairs(x + c + columns, all));
     }
     for (; c < cols; c += columns) {  // at most one whole step, then the masked rest
-      const __mmask32 valid = cols - c >= columns ? all : detail::first_columns(cols - c);
+      const __mmask32 valid = first_lanes<__mmask32>(cols - c);
       prefetch_address<2>(address_on(row + c, in_order_prefetch_bytes));
       even = _mm512_dpbf16_ps(even, detail::load_pairs(row + c, valid), detail::load_pairs(x + c, valid));
     }

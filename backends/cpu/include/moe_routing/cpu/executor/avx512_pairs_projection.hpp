@@ -32,6 +32,7 @@
 #include "moe_routing/cpu/simd/four_lane_sums.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
 #include "moe_routing/cpu/simd/keep_in_register.hpp"
+#include "moe_routing/cpu/simd/lane_masks.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
 MOE_ROUTING_AVX512_WARNINGS_OFF
@@ -105,7 +106,7 @@ MOE_ROUTING_TARGET_AVX512 void wide_pair_tile(const row_block<bfloat16>& block, 
     wide_pair_step<Tokens, chains, Mode>(acc, block, c, cols, x, x_stride, top_halves);
   // The rest, in place: 16 columns at a time, the last masked.
   for (int c = whole; c < cols; c += lanes)
-    avx512_step<Tokens, Mode>(acc[0], block, c, cols, x, x_stride, first_lanes(cols - c));
+    avx512_step<Tokens, Mode>(acc[0], block, c, cols, x, x_stride, first_lanes<__mmask16>(cols - c));
   if constexpr (chains == 2) {
     MOE_ROUTING_UNROLL
     for (int i = 0; i < block_rows; ++i) {

@@ -16,6 +16,7 @@
 #include "moe_routing/cpu/simd/four_lane_sums.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
 #include "moe_routing/cpu/simd/keep_in_register.hpp"
+#include "moe_routing/cpu/simd/lane_masks.hpp"
 
 #if MOE_ROUTING_X86_KERNELS
 MOE_ROUTING_AVX512_WARNINGS_OFF
@@ -37,12 +38,6 @@ MOE_ROUTING_TARGET_AVX512 inline __m512 load_widened(const Weight* w, __mmask16 
   } else {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w));
   }
-}
-
-/// The lanes of a 16-column step that hold columns when `count` columns are left (all 16 from
-/// 16 on).
-constexpr __mmask16 first_lanes(int count) noexcept {
-  return count >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
 /// One step of a tile: the 16 columns from `c` on that `valid` holds.
@@ -79,7 +74,7 @@ MOE_ROUTING_TARGET_AVX512 void avx512_tile(const row_block<Weight>& block, int c
   const int whole = cols - cols % lanes;
   for (int c = 0; c < whole; c += lanes) avx512_step<Tokens, Mode>(acc, block, c, cols, x, x_stride, __mmask16(0xffff));
   if (whole < cols) {
-    avx512_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride, first_lanes(cols - whole));
+    avx512_step<Tokens, Mode>(acc, block, whole, cols, x, x_stride, first_lanes<__mmask16>(cols - whole));
   }
   store_lane_sums(acc, sums);
 }

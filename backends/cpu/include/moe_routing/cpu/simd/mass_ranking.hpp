@@ -19,6 +19,7 @@
 #include "moe_routing/cpu/simd/avx512_warnings.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
+#include "moe_routing/cpu/simd/lane_masks.hpp"
 
 namespace moe_routing::cpu::detail {
 
@@ -35,7 +36,7 @@ MOE_ROUTING_TARGET_AVX512 inline std::uint64_t positive_bits_avx512(const std::i
   std::uint64_t bits = 0;
   for (int q = 0; q < width; q += 8) {
     const int left = width - q;
-    const auto lanes = static_cast<__mmask8>(left >= 8 ? 0xffu : (1u << left) - 1u);
+    const auto lanes = first_lanes<__mmask8>(left);
     const __mmask8 positive =
         _mm512_mask_cmpgt_epi64_mask(lanes, _mm512_maskz_loadu_epi64(lanes, values + q), _mm512_setzero_si512());
     bits |= static_cast<std::uint64_t>(positive) << q;

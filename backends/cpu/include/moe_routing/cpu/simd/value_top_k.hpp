@@ -55,6 +55,7 @@
 #include "moe_routing/cpu/simd/candidate_list.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 #include "moe_routing/cpu/simd/isa_targets.hpp"
+#include "moe_routing/cpu/simd/lane_masks.hpp"
 #include "moe_routing/cpu/simd/value_top_k_avx2.hpp"
 
 MOE_ROUTING_AVX512_WARNINGS_OFF
@@ -94,7 +95,7 @@ inline constexpr int rank_candidates = 32;
 /// The experts of a 16-wide block: those below `experts`, and in `allowed` when given.
 MOE_ROUTING_TARGET_AVX512 inline __mmask16 block_lanes(int e, int experts, const expert_set* allowed) noexcept {
   const int left = experts - e;
-  auto lanes = static_cast<__mmask16>(left >= value_lanes ? 0xffffu : (1u << left) - 1u);
+  auto lanes = first_lanes<__mmask16>(left);
   if (allowed != nullptr) lanes &= static_cast<__mmask16>(allowed->word(e >> 6) >> (e & 63));
   return lanes;
 }
