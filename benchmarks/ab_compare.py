@@ -127,6 +127,20 @@ def median_fraction(rows):
     return statistics.median(row["fraction_of_read"] for row in rows)
 
 
+def round_fraction_signs(before_rounds, after_rounds):
+    """In how many rounds the after side's median paired fraction came out higher than the
+    before side's, and in how many lower (a tie counts as neither; a round without rows on both
+    sides is left out). Each argument holds one list of rows per round. Why per round: the pooled
+    medians hide which side each round favoured, and both sides of a round met the same machine."""
+    higher = lower = 0
+    for b, a in zip(before_rounds, after_rounds):
+        if a and b:
+            difference = median_fraction(a) - median_fraction(b)
+            higher += difference > 0
+            lower += difference < 0
+    return higher, lower
+
+
 def fraction_cell(rows):
     """The median paired fraction of `rows`, how many there were, and the medians of the layer's
     weight rate and of the paired read, or "none". Why both rates: within one state the read
@@ -181,14 +195,20 @@ def print_tables(names, runs, fast_read):
     print(f"\nPaired fractions (the layer's weight bandwidth over the read of the same bytes right after "
           f"it; medians, with the repetitions and the medians of the layer's weight rate and of the "
           f"paired read in brackets{split}):\n")
-    print("| benchmark | state | before | after | after - before |\n|---|---|---|---|---|")
+    print("| benchmark | state | before | after | after - before | rounds higher and lower (sign test) |\n"
+          "|---|---|---|---|---|---|")
     for name in paired:
         before, after = repetitions_by_state(rows["before"][name], fast_read), \
             repetitions_by_state(rows["after"][name], fast_read)
+        by_round = {side: [repetitions_by_state(round_rows, fast_read) for round_rows in runs[side][name]]
+                    for side in runs}
         for state in sorted(set(before) | set(after)):
             b, a = before.get(state, []), after.get(state, [])
             difference = f"{median_fraction(a) - median_fraction(b):+.3f}" if a and b else ""
-            print(f"| `{name}` | {state} | {fraction_cell(b)} | {fraction_cell(a)} | {difference} |")
+            higher, lower = round_fraction_signs([r.get(state, []) for r in by_round["before"]],
+                                                 [r.get(state, []) for r in by_round["after"]])
+            print(f"| `{name}` | {state} | {fraction_cell(b)} | {fraction_cell(a)} | {difference} | "
+                  f"{higher} higher, {lower} lower (p = {sign_test(lower, higher + lower):.3g}) |")
 
 
 def main():

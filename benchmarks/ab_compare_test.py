@@ -43,6 +43,16 @@ cell = compare.fraction_cell([fast_row, slow_row])
 check(cell == "0.750 (2; 28.5 of 40.0 GB/s)", f"fraction cell: {cell!r}")
 check(compare.fraction_cell([]) == "none", "an empty state's cell")
 
+# Per-round signs of the paired fraction: round 1 median 0.5 before, 0.6 after (higher); round 2
+# 0.8 against 0.7 (lower); round 3 0.5 against 0.5 (a tie, neither); round 4 has no after rows
+# (left out); round 5 median of [0.4, 0.9, 0.5] = 0.5 against 0.6 (higher).
+def fractions(*values):
+    return [{"fraction_of_read": v} for v in values]
+signs = compare.round_fraction_signs([fractions(0.5), fractions(0.8), fractions(0.5), fractions(0.5),
+                                      fractions(0.4, 0.9, 0.5)],
+                                     [fractions(0.6), fractions(0.7), fractions(0.5), [], fractions(0.6)])
+check(signs == (2, 1), f"per-round fraction signs: {signs}")
+
 # End to end. The stand-in's layer takes 10 ms times AB_SCALE and moves a quarter of a GB of
 # weights; its paired read draws 50 GB/s in rounds 1 and 3 and 30 GB/s in rounds 2 and 4 (a
 # counter file of its runs, so both sides of a round meet the same state). Two routing cells
@@ -118,10 +128,11 @@ with tempfile.TemporaryDirectory() as scratch:
     # Fractions: a quarter GB in 10 ms is 25 GB/s (before), in 8 ms 31.25 GB/s (after); over a
     # 50 GB/s read 0.500 and 0.625, over 30 GB/s 0.833 and 1.042. Rounds 1 and 3 fast, 2 and 4
     # slow: 6 repetitions of each side in each state.
-    check("| `layer/real_time` | fast | 0.500 (6; 25.0 of 50.0 GB/s) | 0.625 (6; 31.2 of 50.0 GB/s) | +0.125 |"
-          in out, f"fast-state fractions:\n{out}")
-    check("| `layer/real_time` | slow | 0.833 (6; 25.0 of 30.0 GB/s) | 1.042 (6; 31.2 of 30.0 GB/s) | +0.208 |"
-          in out, f"slow-state fractions:\n{out}")
+    # Each state's two rounds both favour after: 2 higher, 0 lower, p = 2 x 1/4.
+    check("| `layer/real_time` | fast | 0.500 (6; 25.0 of 50.0 GB/s) | 0.625 (6; 31.2 of 50.0 GB/s) | +0.125 | "
+          "2 higher, 0 lower (p = 0.5) |" in out, f"fast-state fractions:\n{out}")
+    check("| `layer/real_time` | slow | 0.833 (6; 25.0 of 30.0 GB/s) | 1.042 (6; 31.2 of 30.0 GB/s) | +0.208 | "
+          "2 higher, 0 lower (p = 0.5) |" in out, f"slow-state fractions:\n{out}")
     check("`route/n:16` | fast" not in out and "`route/n:16` | all" not in out,
           "a benchmark without a paired read gets no fraction row")
 

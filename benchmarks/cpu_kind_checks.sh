@@ -3,22 +3,25 @@
 # that a CPU kind has not measured yet is one binary under two environments, interleaved
 # (benchmarks/ab_compare.py), so a session that lands on a new kind spends its time reading
 # figures rather than building scratch copies.
-#   bash benchmarks/cpu_kind_checks.sh [--build DIR] [--out FILE] [--rounds N] [--fast-read GBPS] [--checks "stream_cache sweep_order no_march peaks"]
+#   bash benchmarks/cpu_kind_checks.sh [--build DIR] [--out FILE] [--rounds N] [--fast-read GBPS] [--checks "stream_cache sweep_order run_ahead no_march peaks"]
 # - stream_cache: the first pass streaming into L1 (prefetcht0, 1 KiB ahead along each row)
 #   against L2 (prefetcht1, 8 KiB over the block); MOE_ROUTING_STREAM_CACHE=l1 / l2.
 # - sweep_order: every token group over all blocks before the next (groups) against every
 #   group over one block before the next (blocks); MOE_ROUTING_SWEEP_ORDER=groups / blocks.
+# - run_ahead: the second pass asking for the whole block the core takes next (block) against
+#   each later pass asking for one row of it (row); MOE_ROUTING_RUN_AHEAD=block / row.
 # - no_march: the executor built as a consumer builds it (no -march) against the native build
 #   (issue #20 asks for within 10%).
 # - peaks: one core's FMA and vdpbf16ps peaks and the read reference, 5 repetitions.
 # Each check runs executor/qwen3 (memory-bound, with the paired read) and executor/qwen3-compute
-# at n = 1, 4, 16, 64. With the defaults (8 rounds x 3 repetitions) the four take about 20 min on
+# at n = 1, 4, 16, 64 (run_ahead also executor/active:8: 16 tokens on each of 8 experts, four
+# passes each). With the defaults (8 rounds x 3 repetitions) the five take about 25 min on
 # 2 cores; the machine must be otherwise idle. --fast-read sorts paired fractions by the memory's
 # state (over GBPS counts as fast) where the read flips between two (docs/benchmarks/executor_zen4.md).
 # Writes FILE (default BUILD/cpu_kind_checks.md) with the machine, compiler and commit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build="$root/build" out="" rounds=8 fast_read="" checks="stream_cache sweep_order no_march peaks"
+build="$root/build" out="" rounds=8 fast_read="" checks="stream_cache sweep_order run_ahead no_march peaks"
 while (($#)); do
   case "$1" in
     --build) build=$2; shift ;;
@@ -32,8 +35,8 @@ while (($#)); do
 done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "cpu_kind_checks.sh: --rounds $rounds: must be a whole number from 1" >&2; exit 2; }
 for check in $checks; do
-  case $check in stream_cache | sweep_order | no_march | peaks) ;;
-    *) echo "cpu_kind_checks.sh: --checks names $check: must be among stream_cache sweep_order no_march peaks" >&2; exit 2 ;;
+  case $check in stream_cache | sweep_order | run_ahead | no_march | peaks) ;;
+    *) echo "cpu_kind_checks.sh: --checks names $check: must be among stream_cache sweep_order run_ahead no_march peaks" >&2; exit 2 ;;
   esac
 done
 out=${out:-$build/cpu_kind_checks.md}
@@ -75,6 +78,10 @@ for check in $checks; do
     sweep_order)
       "${compare[@]}" "$native" "$native" --before-env MOE_ROUTING_SWEEP_ORDER=groups \
         --after-env MOE_ROUTING_SWEEP_ORDER=blocks --filter "$layers" | section "Sweep order: blocks over groups" ;;
+    run_ahead)
+      "${compare[@]}" "$native" "$native" --before-env MOE_ROUTING_RUN_AHEAD=block \
+        --after-env MOE_ROUTING_RUN_AHEAD=row --filter "$layers|^executor/active:8/" |
+        section "Run-ahead: one row per later pass over the whole block" ;;
     no_march)
       "${compare[@]}" "$native" "$no_march" --filter "$layers|^bandwidth/read" |
         section "A consumer's build (no -march) over the native build" ;;

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <execution>
 #include <fstream>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -22,6 +24,8 @@
 
 #include <doctest/doctest.h>
 #include <moe_routing/cpu.hpp>
+#include <moe_routing/cpu/executor/environment_choice.hpp>
+#include <moe_routing/cpu/executor/run_ahead.hpp>
 #include <moe_routing/cpu/executor/stream_cache.hpp>
 #include <moe_routing/cpu/executor/sweep_order.hpp>
 #include <moe_routing/cpu/parallel_backend.hpp>
@@ -163,6 +167,61 @@ TEST_CASE("the weight rows stream where this CPU's default or MOE_ROUTING_STREAM
   CAPTURE(report);
   CHECK(report.find(std::string("weight rows streamed into ") +
                     (expected == mr::cpu::stream_cache::l2 ? "L2" : "L1")) != std::string::npos);
+}
+
+// The one way the executor's switches read the environment (`cpu/executor/environment_choice.hpp`),
+// on a variable of the test's own: unset or empty gives nothing (the CPU's default), a known word
+// its setting. (An unknown word stops the program; the overrides' own tests run each known word.)
+TEST_CASE("an environment switch: unset or empty leaves the default, a known word picks its setting") {
+  const char* name = "MOE_ROUTING_TEST_SWITCH";
+  const auto parse = [](const char* text) -> std::optional<int> {
+    if (std::string(text) == "one") return 1;
+    if (std::string(text) == "two") return 2;
+    return std::nullopt;
+  };
+  unsetenv(name);
+  CHECK_FALSE(mr::cpu::detail::environment_choice(name, "one or two", parse).has_value());
+  setenv(name, "", 1);
+  CHECK_FALSE(mr::cpu::detail::environment_choice(name, "one or two", parse).has_value());
+  setenv(name, "two", 1);
+  CHECK(mr::cpu::detail::environment_choice(name, "one or two", parse) == std::optional<int>(2));
+  setenv(name, "one", 1);
+  CHECK(mr::cpu::detail::environment_choice(name, "one or two", parse) == std::optional<int>(1));
+  unsetenv(name);
+}
+
+// How the later passes run ahead on each vendor's CPUs, worked out by hand from what was measured
+// (`cpu/executor/run_ahead.hpp`), and the override's two words.
+TEST_CASE("run-ahead: a whole block on AMD's CPUs, one row per later pass on the others") {
+  using mr::cpu::default_run_ahead;
+  using mr::cpu::run_ahead_style;
+  CHECK(default_run_ahead(true) == run_ahead_style::whole_block);        // Zen 3 to Zen 5
+  CHECK(default_run_ahead(false) == run_ahead_style::one_row_per_pass);  // Intel Xeon
+  using mr::cpu::detail::parse_run_ahead;
+  CHECK(parse_run_ahead("block") == run_ahead_style::whole_block);
+  CHECK(parse_run_ahead("row") == run_ahead_style::one_row_per_pass);
+  CHECK_FALSE(parse_run_ahead("Row").has_value());
+  CHECK_FALSE(parse_run_ahead("rows").has_value());
+  CHECK_FALSE(parse_run_ahead("").has_value());
+  CHECK(std::string(mr::cpu::name_of(run_ahead_style::whole_block)) == "block");
+  CHECK(std::string(mr::cpu::name_of(run_ahead_style::one_row_per_pass)) == "row");
+}
+
+// The same on this machine, from /proc/cpuinfo's vendor rather than CPUID, as the report says it;
+// CTest runs it again with each override (run_ahead.block, run_ahead.row).
+TEST_CASE("the later passes run ahead as this CPU's default or MOE_ROUTING_RUN_AHEAD says" *
+          doctest::skip(cpuinfo_value("vendor_id").empty()) *
+          doctest::description("skipped: /proc/cpuinfo names no vendor")) {
+  const char* text = std::getenv("MOE_ROUTING_RUN_AHEAD");
+  const bool forced = text != nullptr && *text != '\0';
+  const bool amd = cpuinfo_value("vendor_id") == "AuthenticAMD";
+  CAPTURE(amd);
+  const bool one_row = forced ? std::string(text) == "row" : !amd;
+  CHECK(mr::cpu::weight_run_ahead() ==
+        (one_row ? mr::cpu::run_ahead_style::one_row_per_pass : mr::cpu::run_ahead_style::whole_block));
+  const std::string report = mr::cpu::kernel_report();
+  CAPTURE(report);
+  CHECK(report.find(one_row ? "run-ahead: one row per later pass" : "run-ahead: a whole block") != std::string::npos);
 }
 
 // The sweep order of each kernel on the CPUs it distinguishes, worked out by hand from what was

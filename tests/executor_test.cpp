@@ -10,6 +10,7 @@
 #include <numeric>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <moe_routing/cpu/executor/moe_forward.hpp>
 
@@ -696,7 +697,8 @@ TEST_CASE("a call lists its busiest expert's work items first") {
 // the element `ahead` bytes further along the row (1 KiB streaming into L1; into L2, 8 KiB over
 // the block's rows: 2 KiB a row in blocks of 4, 1 KiB in the wide tiles' 8), or, past the row's
 // end, the same distance on into the same row of the next block; the second pass the same
-// column of the row `run_ahead_blocks` blocks on; later passes nothing (distance 0). The kernels
+// column of the row `run_ahead_blocks` blocks on (a pass that runs ahead over one row, the same);
+// later passes nothing (distance 0). The kernels
 // add the distance to each row's element c, so a wrong distance would stream the wrong lines
 // (slower, never wrong sums: no sum test sees it).
 TEST_CASE("the prefetch distance points at the line each pass streams") {
@@ -726,11 +728,13 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
         const std::ptrdiff_t stream = mr::cpu::prefetch_distance<prefetch_mode::stream>(block, c, cols),
                              stream_to_l2 = mr::cpu::prefetch_distance<prefetch_mode::stream_to_l2>(block, c, cols),
                              run_ahead = mr::cpu::prefetch_distance<prefetch_mode::run_ahead>(block, c, cols),
+                             run_ahead_row = mr::cpu::prefetch_distance<prefetch_mode::run_ahead_row>(block, c, cols),
                              none = mr::cpu::prefetch_distance<prefetch_mode::none>(block, c, cols);
         for (int i = 0; i < Rows; ++i) {
           wrong += mr::cpu::address_on(block.rows[i] + c, stream) != streamed(i, c, ahead_to_l1);
           wrong += mr::cpu::address_on(block.rows[i] + c, stream_to_l2) != streamed(i, c, ahead_to_l2);
           wrong += mr::cpu::address_on(block.rows[i] + c, run_ahead) != address_of(blocks, i, c);
+          wrong += mr::cpu::address_on(block.rows[i] + c, run_ahead_row) != address_of(blocks, i, c);
         }
         wrong += none != 0;
       }
@@ -758,6 +762,7 @@ struct tile_visit {
   int tokens;
   int run_ahead_blocks;
   bool streams_to_l2 = false;
+  bool one_row_per_pass = false;
 };
 std::vector<tile_visit> visits;
 const float* matrix_start = nullptr;
@@ -778,7 +783,7 @@ template <bool BlocksFirst>
 void multiply_tile(recording_kernel<BlocksFirst>, const mr::cpu::row_block<float>& block, int, const float* x,
                    std::ptrdiff_t x_stride, int tokens, mr::cpu::tile_sums&) {
   visits.push_back({(block.rows[0] - matrix_start) / cols, block.pass, (x - x_start) / x_stride, tokens,
-                    block.run_ahead_blocks, block.streams_to_l2});
+                    block.run_ahead_blocks, block.streams_to_l2, block.one_row_per_pass});
 }
 }  // namespace sweep_order_test
 }  // namespace
@@ -812,6 +817,8 @@ TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass as
       // Every tile is told where this process streams (`MOE_ROUTING_STREAM_CACHE` or the CPU's
       // default); only the first pass's prefetches use it.
       CHECK(visits[i].streams_to_l2 == (mr::cpu::weight_stream_cache() == mr::cpu::stream_cache::l2));
+      // And how its later passes run ahead (`MOE_ROUTING_RUN_AHEAD` or the CPU's default).
+      CHECK(visits[i].one_row_per_pass == (mr::cpu::weight_run_ahead() == mr::cpu::run_ahead_style::one_row_per_pass));
     }
   };
   // The kernel's own order, unless MOE_ROUTING_SWEEP_ORDER names one for every kernel.
@@ -929,13 +936,15 @@ TEST_CASE("sweeps of a kernel's wide-tile token count take 8-row blocks, larger 
 
 namespace {
 // The prefetch mode each pass runs, as the kernels receive it: the first pass streams into L1
-// or L2 as its block says, the second runs ahead, later ones prefetch nothing.
+// or L2 as its block says; the second runs ahead over the whole block and later ones prefetch
+// nothing, or each later pass up to the block's row count runs ahead over one row.
 TEST_CASE("a pass's prefetch mode follows the block's pass and stream cache") {
   using mr::cpu::prefetch_mode;
-  const auto mode_of = [](int pass, bool streams_to_l2) {
+  const auto mode_of = [](int pass, bool streams_to_l2, bool one_row_per_pass) {
     mr::cpu::row_block<float> block;
     block.pass = pass;
     block.streams_to_l2 = streams_to_l2;
+    block.one_row_per_pass = one_row_per_pass;
     prefetch_mode seen{};
     int calls = 0;
     mr::cpu::with_prefetch_mode(block, [&](auto mode) {
@@ -945,17 +954,52 @@ TEST_CASE("a pass's prefetch mode follows the block's pass and stream cache") {
     CHECK(calls == 1);
     return seen;
   };
-  CHECK(mode_of(0, false) == prefetch_mode::stream);
-  CHECK(mode_of(0, true) == prefetch_mode::stream_to_l2);
-  CHECK(mode_of(1, false) == prefetch_mode::run_ahead);
-  CHECK(mode_of(1, true) == prefetch_mode::run_ahead);
-  CHECK(mode_of(2, true) == prefetch_mode::none);
-  CHECK(mode_of(5, false) == prefetch_mode::none);
+  CHECK(mode_of(0, false, false) == prefetch_mode::stream);
+  CHECK(mode_of(0, true, false) == prefetch_mode::stream_to_l2);
+  CHECK(mode_of(1, false, false) == prefetch_mode::run_ahead);
+  CHECK(mode_of(1, true, false) == prefetch_mode::run_ahead);
+  CHECK(mode_of(2, true, false) == prefetch_mode::none);
+  CHECK(mode_of(5, false, false) == prefetch_mode::none);
+  // One row per later pass, in blocks of 4 rows: passes 1 to 4 ask for a row each, 5 on none.
+  CHECK(mode_of(0, false, true) == prefetch_mode::stream);
+  CHECK(mode_of(0, true, true) == prefetch_mode::stream_to_l2);
+  for (const int pass : {1, 2, 3, 4}) CHECK(mode_of(pass, false, true) == prefetch_mode::run_ahead_row);
+  CHECK(mode_of(5, false, true) == prefetch_mode::none);
+  CHECK(mode_of(9, true, true) == prefetch_mode::none);
   CHECK(mr::cpu::streams(prefetch_mode::stream));
   CHECK(mr::cpu::streams(prefetch_mode::stream_to_l2));
   CHECK_FALSE(mr::cpu::streams(prefetch_mode::run_ahead));
+  CHECK_FALSE(mr::cpu::streams(prefetch_mode::run_ahead_row));
   CHECK_FALSE(mr::cpu::streams(prefetch_mode::none));
   CHECK(mr::cpu::stream_locality(prefetch_mode::stream) == 3);        // prefetcht0: L1
   CHECK(mr::cpu::stream_locality(prefetch_mode::stream_to_l2) == 2);  // prefetcht1: L2
+}
+
+// Which rows of the block each pass asks for ahead, written out for blocks of 4 and of 8 rows:
+// with the whole block, rows [0, Rows) in pass 1 and none in any other; with one row per pass,
+// row p - 1 in pass p from 1 to Rows and none in pass 0 or after Rows.
+TEST_CASE("the rows each later pass asks for ahead") {
+  const auto rows_of = [&]<int Rows>(std::integral_constant<int, Rows>, int pass, bool one_row_per_pass) {
+    mr::cpu::row_block<mr::bfloat16, Rows> block;
+    block.pass = pass;
+    block.one_row_per_pass = one_row_per_pass;
+    const mr::cpu::row_span span = mr::cpu::run_ahead_rows(block);
+    return std::pair{span.first, span.end};
+  };
+  using four = std::integral_constant<int, 4>;
+  using eight = std::integral_constant<int, 8>;
+  using span = std::pair<int, int>;
+  CHECK(rows_of(four{}, 0, false).second == rows_of(four{}, 0, false).first);  // the first pass streams
+  CHECK(rows_of(four{}, 0, true).second == rows_of(four{}, 0, true).first);
+  CHECK(rows_of(four{}, 1, false) == span{0, 4});
+  CHECK(rows_of(eight{}, 1, false) == span{0, 8});
+  CHECK(rows_of(four{}, 2, false).second == rows_of(four{}, 2, false).first);
+  CHECK(rows_of(four{}, 1, true) == span{0, 1});
+  CHECK(rows_of(four{}, 2, true) == span{1, 2});
+  CHECK(rows_of(four{}, 3, true) == span{2, 3});
+  CHECK(rows_of(four{}, 4, true) == span{3, 4});
+  CHECK(rows_of(four{}, 5, true).second == rows_of(four{}, 5, true).first);
+  CHECK(rows_of(eight{}, 8, true) == span{7, 8});
+  CHECK(rows_of(eight{}, 9, true).second == rows_of(eight{}, 9, true).first);
 }
 }  // namespace

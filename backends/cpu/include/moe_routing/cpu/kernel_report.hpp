@@ -9,6 +9,7 @@
 #include "moe_routing/core/half.hpp"
 #include "moe_routing/cpu/executor/kernel_choice.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
+#include "moe_routing/cpu/executor/run_ahead.hpp"
 #include "moe_routing/cpu/executor/stream_cache.hpp"
 #include "moe_routing/cpu/executor/sweep_order.hpp"
 #include "moe_routing/cpu/parallel_backend.hpp"
@@ -18,11 +19,12 @@ namespace moe_routing::cpu {
 
 /// The kernels calls take here, e.g. on Zen 4 "cpu: avx512_bf16; executor: avx512_bf16 for
 /// bfloat16 weights with bfloat16 activations, avx512_pairs for other bfloat16 weights, avx512
-/// otherwise; weight rows streamed into L2; avx512_bf16 sweeps blocks first; routing top-k and
-/// mass ranking: avx512; parallel loops: TBB", on Ice Lake "cpu: avx512; executor: avx512_pairs
-/// for bfloat16 weights, avx512 otherwise; ...", or on an AVX2 CPU "cpu: avx2; executor:
-/// avx2_bf16 for bfloat16 weights, avx2 otherwise; weight rows streamed into L1; avx2_bf16 sweeps
-/// blocks first; routing top-k and mass ranking: avx2; parallel loops: TBB", or where one kernel
+/// otherwise; weight rows streamed into L2; avx512_bf16 sweeps blocks first; run-ahead: a whole
+/// block; routing top-k and mass ranking: avx512; parallel loops: TBB", on Ice Lake "cpu: avx512;
+/// executor: avx512_pairs for bfloat16 weights, avx512 otherwise; ...; run-ahead: one row per
+/// later pass; ...", or on an AMD CPU with AVX2 "cpu: avx2; executor: avx2_bf16 for bfloat16
+/// weights, avx2 otherwise; weight rows streamed into L1; avx2_bf16 sweeps blocks first;
+/// run-ahead: a whole block; routing top-k and mass ranking: avx2; parallel loops: TBB", or where one kernel
 /// takes every weight type "executor: portable for every weight type". The AMX tiles walk their
 /// own order, so an AMX machine's report names no sweep order.
 inline std::string kernel_report() {
@@ -52,8 +54,10 @@ inline std::string kernel_report() {
                 (bf16 == isa_level::amx ? " (d in whole tiles)" : "") + other_bf16 + ", " + float_kernel + " otherwise";
   const char* routing = cpu_runs(isa_level::avx512) ? "avx512" : cpu_runs(isa_level::avx2) ? "avx2" : "portable";
   const char* streamed_into = weight_stream_cache() == stream_cache::l2 ? "L2" : "L1";
+  const char* run_ahead =
+      weight_run_ahead() == run_ahead_style::one_row_per_pass ? "one row per later pass" : "a whole block";
   return std::string("cpu: ") + name_of(cpu_isa()) + "; executor: " + executor + "; weight rows streamed into " +
-         streamed_into + bf16_sweeps + "; routing top-k and mass ranking: " + routing +
+         streamed_into + bf16_sweeps + "; run-ahead: " + run_ahead + "; routing top-k and mass ranking: " + routing +
          "; parallel loops: " + parallel_backend_name();
 }
 

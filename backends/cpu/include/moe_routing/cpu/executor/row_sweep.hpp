@@ -41,6 +41,7 @@
 #include "moe_routing/cpu/executor/compiled_for_kernel.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/executor/pair_order.hpp"
+#include "moe_routing/cpu/executor/run_ahead.hpp"
 #include "moe_routing/cpu/executor/stream_cache.hpp"
 #include "moe_routing/cpu/executor/sweep_order.hpp"
 
@@ -80,7 +81,8 @@ constexpr bool reads_one_token_rows_in_order(Kernel) noexcept {
 /// same row of the next block, where the prefetches go once they run past the row's end; how
 /// many blocks on the second pass asks for the same rows (the rows the core works on after
 /// the ones it has now: `sweep_blocks`); and which pass of the token groups over the block
-/// this is, and whether the first pass streams into L2 rather than L1 (`prefetch_step`).
+/// this is, whether the first pass streams into L2 rather than L1, and whether the later passes
+/// run ahead one row each rather than the second a whole block (`prefetch_step`).
 template <class Weight, int Rows = block_rows>
 struct row_block {
   static constexpr int row_count = Rows;
@@ -89,6 +91,7 @@ struct row_block {
   int run_ahead_blocks = 1;
   int pass = 0;
   bool streams_to_l2 = false;
+  bool one_row_per_pass = false;
 };
 
 /// Tells the CPU that the cache line holding `address` is wanted soon (`Locality` as
@@ -116,7 +119,7 @@ using tile_sums = block_sums<>;
 inline constexpr int prefetch_bytes = 1024;
 
 /// What a token group's pass over the sweep prefetches (`prefetch_step`).
-enum class prefetch_mode { stream, stream_to_l2, run_ahead, none };
+enum class prefetch_mode { stream, stream_to_l2, run_ahead, run_ahead_row, none };
 
 /// Whether `mode` is a first pass's (which streams the rows from memory).
 constexpr bool streams(prefetch_mode mode) noexcept {
@@ -146,6 +149,20 @@ constexpr std::ptrdiff_t stream_ahead_bytes() noexcept {
   return Mode == prefetch_mode::stream_to_l2 ? l2_stream_block_bytes_ahead / Rows : prefetch_bytes;
 }
 
+/// Which of a block's rows its pass asks for ahead, [first, end): none in the first pass (which
+/// streams); in the later ones every row in the second pass and none after it, or, with
+/// `one_row_per_pass`, row `pass - 1` in passes 1 to `Rows` and none after them.
+struct row_span {
+  int first = 0;
+  int end = 0;
+};
+template <class Weight, int Rows>
+constexpr row_span run_ahead_rows(const row_block<Weight, Rows>& block) noexcept {
+  if (block.pass == 0) return {};
+  if (block.one_row_per_pass) return block.pass <= Rows ? row_span{block.pass - 1, block.pass} : row_span{};
+  return block.pass == 1 ? row_span{0, Rows} : row_span{};
+}
+
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
 /// column step), for the pass `Mode` of the token groups over the sweep (`with_prefetch_mode`):
 ///   - the first pass streams the rows: `stream_ahead_bytes` ahead along each row, and from the
@@ -156,8 +173,10 @@ constexpr std::ptrdiff_t stream_ahead_bytes() noexcept {
 ///     would leave memory idle while it computes, and one core alone cannot draw the machine's
 ///     bandwidth, so at each 64 bytes of columns it asks for the same row `run_ahead_blocks`
 ///     blocks on, into L2: the rows the core takes next (`sweep_blocks`), whose first pass then
-///     finds them in L2 and only computes;
-///   - later passes compute only.
+///     finds them in L2 and only computes (`run_ahead`: every row of the block; later passes
+///     compute only);
+///   - or, on the CPUs where that measured faster (`run_ahead.hpp`), each later pass asks for
+///     one of those rows, the second pass the first (`run_ahead_row`, `run_ahead_rows`).
 /// Measured on Zen 5 against prefetching in the first pass only: 0.93 of the time at n = 64,
 /// 0.96 at n = 16 (docs/benchmarks/executor_zen5.md; then with the blocks the outer loop and
 /// the next two blocks prefetched).
@@ -176,6 +195,9 @@ template <prefetch_mode Mode, class Weight, int Rows>
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
     if (c % line_columns != 0) return;
     for (int i = 0; i < Rows; ++i) prefetch_address<2>(address_on(block.rows[i] + c, distance));
+  } else if constexpr (Mode == prefetch_mode::run_ahead_row) {
+    if (c % line_columns != 0) return;
+    prefetch_address<2>(address_on(block.rows[run_ahead_rows(block).first] + c, distance));
   }
 }
 
@@ -184,8 +206,8 @@ template <prefetch_mode Mode, class Weight, int Rows>
 /// that distance of the row's end, to as far past the end in the next block's row (on a row
 /// shorter than the distance, such as the down projection's 1.5 KiB at h = 768 against 2 KiB,
 /// that runs on into the rows after it: the block's rows lie one after another, so every line
-/// is still asked for, some earlier); in the second pass to the same column `run_ahead_blocks`
-/// blocks on. It depends on `c`, `cols` and the block's distances alone, not on the row, so a
+/// is still asked for, some earlier); in the passes that run ahead to the same column
+/// `run_ahead_blocks` blocks on. It depends on `c`, `cols` and the block's distances alone, not on the row, so a
 /// kernel asks once per step of its column loop, and GCC splits that loop where the first
 /// pass's distance changes (while the distance is a compile-time constant: computed at run
 /// time, the 6-token tile's first pass in cache ran at 0.80 of its rate on Zen 4). Asked per
@@ -199,7 +221,7 @@ template <prefetch_mode Mode, class Weight, int Rows>
   constexpr std::ptrdiff_t ahead = stream_ahead_bytes<Mode, Rows>() / size;
   if constexpr (streams(Mode)) {
     return c + ahead < cols ? ahead * size : block.next_block_bytes + (ahead - cols) * size;
-  } else if constexpr (Mode == prefetch_mode::run_ahead) {
+  } else if constexpr (Mode == prefetch_mode::run_ahead || Mode == prefetch_mode::run_ahead_row) {
     return block.run_ahead_blocks * block.next_block_bytes;
   } else {
     return 0;
@@ -227,8 +249,10 @@ template <class Weight, int Rows, class Tile>
     } else {
       tile(std::integral_constant<prefetch_mode, stream>{});
     }
-  } else if (block.pass == 1) {
+  } else if (const row_span rows = run_ahead_rows(block); rows.end - rows.first == Rows) {
     tile(std::integral_constant<prefetch_mode, run_ahead>{});
+  } else if (rows.end - rows.first == 1) {
+    tile(std::integral_constant<prefetch_mode, run_ahead_row>{});
   } else {
     tile(std::integral_constant<prefetch_mode, none>{});
   }
@@ -264,6 +288,7 @@ template <int Rows, int Group, class Weight, class Kernel, class Input, class Bl
   const int blocks = (row_end - row_begin + rows_per_block - 1) / rows_per_block;
   const int passes = (m + Group - 1) / Group;
   const bool streams_to_l2 = weight_stream_cache() == stream_cache::l2;
+  const bool one_row_per_pass = weight_run_ahead() == run_ahead_style::one_row_per_pass;
   const bool blocks_first = sweep_order_of(kernel) == sweep_order::blocks_first;
   // Pass p takes `tokens_of(p)` tokens from `first_token_of(p)` on: the first m % passes
   // passes one more than the rest.
@@ -282,6 +307,7 @@ template <int Rows, int Group, class Weight, class Kernel, class Input, class Bl
     block.run_ahead_blocks = blocks_first ? 1 : blocks;
     block.pass = pass;
     block.streams_to_l2 = streams_to_l2;
+    block.one_row_per_pass = one_row_per_pass;
     const int t0 = first_token_of(pass), tokens = tokens_of(pass);
     block_sums<Rows> sums = {};  // a tile of fewer tokens leaves the other lanes as they are
     multiply_tile(kernel, block, cols, x + t0 * x_stride, x_stride, tokens, sums);

@@ -20,11 +20,9 @@
 /// so the comparison can be made on any machine with one binary. An unknown value stops the
 /// program with a message naming it, as `MOE_ROUTING_CPU_ISA` does.
 
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 
+#include "moe_routing/cpu/executor/environment_choice.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 
 namespace moe_routing::cpu {
@@ -37,9 +35,7 @@ namespace detail {
 
 /// The value of `MOE_ROUTING_STREAM_CACHE` as a cache, or nothing when it names none.
 inline std::optional<stream_cache> parse_stream_cache(const char* text) noexcept {
-  if (std::strcmp(text, "l1") == 0) return stream_cache::l1;
-  if (std::strcmp(text, "l2") == 0) return stream_cache::l2;
-  return std::nullopt;
+  return setting_named<stream_cache>(text, {{"l1", stream_cache::l1}, {"l2", stream_cache::l2}});
 }
 
 }  // namespace detail
@@ -48,15 +44,9 @@ inline std::optional<stream_cache> parse_stream_cache(const char* text) noexcept
 /// when set, else L2 on Zen 4 (`runs_on_zen4`) and L1 on every other CPU. Worked out on the first
 /// call (thread-safe), then a load.
 inline stream_cache weight_stream_cache() {
-  static const stream_cache cache = [] {
-    const char* text = std::getenv("MOE_ROUTING_STREAM_CACHE");
-    if (text != nullptr && *text != '\0') {
-      if (const std::optional<stream_cache> chosen = detail::parse_stream_cache(text)) return *chosen;
-      std::fprintf(stderr, "moe_routing: MOE_ROUTING_STREAM_CACHE = \"%s\": must be l1 or l2\n", text);
-      std::abort();
-    }
-    return runs_on_zen4() ? stream_cache::l2 : stream_cache::l1;
-  }();
+  static const stream_cache cache =
+      detail::environment_choice("MOE_ROUTING_STREAM_CACHE", "l1 or l2", detail::parse_stream_cache)
+          .value_or(runs_on_zen4() ? stream_cache::l2 : stream_cache::l1);
   return cache;
 }
 

@@ -25,11 +25,9 @@
 /// naming it, as `MOE_ROUTING_CPU_ISA` does.
 
 #include <concepts>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 
+#include "moe_routing/cpu/executor/environment_choice.hpp"
 #include "moe_routing/cpu/executor/kernel_tags.hpp"
 #include "moe_routing/cpu/simd/cpu_features.hpp"
 
@@ -68,21 +66,15 @@ namespace detail {
 
 /// The value of `MOE_ROUTING_SWEEP_ORDER` as an order, or nothing when it names none.
 inline std::optional<sweep_order> parse_sweep_order(const char* text) noexcept {
-  if (std::strcmp(text, "groups") == 0) return sweep_order::groups_first;
-  if (std::strcmp(text, "blocks") == 0) return sweep_order::blocks_first;
-  return std::nullopt;
+  return setting_named<sweep_order>(text,
+                                    {{"groups", sweep_order::groups_first}, {"blocks", sweep_order::blocks_first}});
 }
 
 /// `MOE_ROUTING_SWEEP_ORDER`'s order, or nothing when it is unset or empty. Read on the first
 /// call (thread-safe), then a load.
 inline std::optional<sweep_order> sweep_order_override() {
-  static const std::optional<sweep_order> order = []() -> std::optional<sweep_order> {
-    const char* text = std::getenv("MOE_ROUTING_SWEEP_ORDER");
-    if (text == nullptr || *text == '\0') return std::nullopt;
-    if (const std::optional<sweep_order> chosen = parse_sweep_order(text)) return chosen;
-    std::fprintf(stderr, "moe_routing: MOE_ROUTING_SWEEP_ORDER = \"%s\": must be groups or blocks\n", text);
-    std::abort();
-  }();
+  static const std::optional<sweep_order> order =
+      environment_choice("MOE_ROUTING_SWEEP_ORDER", "groups or blocks", parse_sweep_order);
   return order;
 }
 
