@@ -20,11 +20,13 @@ same bytes read right after each layer) get a second table, their paired fractio
 `--fast-read GBPS` those are sorted by the memory's state: a repetition whose paired read drew
 more than GBPS counts as fast. Where the read flips between two states from minute to minute,
 a time ratio partly says which binary met more of the fast state; the fraction within one
-state is the comparison to trust.
+state is the comparison to trust. Per state, the table also says in how many rounds the after
+side's median fraction came out higher and in how many lower, with the same sign test.
 
 `--before-env NAME=VALUE` and `--after-env NAME=VALUE` (repeatable) set the environment of
 one side, so one binary can be compared with itself under two settings
-(`MOE_ROUTING_STREAM_CACHE=l1` against `l2`, `MOE_ROUTING_SWEEP_ORDER`, `MOE_ROUTING_CPU_ISA`).
+(`MOE_ROUTING_STREAM_CACHE=l1` against `l2`, `MOE_ROUTING_SWEEP_ORDER`, `MOE_ROUTING_RUN_AHEAD`,
+`MOE_ROUTING_CPU_ISA`).
 Standard library only (any python3).
 
   benchmarks/ab_compare.py BEFORE AFTER --filter 'route/seq/.*/n:(1|16|64)/E:(128|256)/k:8$'
@@ -76,7 +78,9 @@ def environment_of(assignments, option):
 
 def sign_test(below, rounds):
     """Two-sided sign test: the chance of a split at least as uneven as `below` of `rounds`
-    below 1 when each round is equally likely to fall either side."""
+    on one side (below 1 for the time ratios, lower for the paired fractions) when each round is
+    equally likely to fall either side. Symmetric: `below` or the other side's count gives the
+    same chance."""
     if rounds == 0:
         return 1.0
     tail = min(below, rounds - below)

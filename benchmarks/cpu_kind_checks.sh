@@ -15,7 +15,7 @@
 # - peaks: one core's FMA and vdpbf16ps peaks and the read reference, 5 repetitions.
 # Each check runs executor/qwen3 (memory-bound, with the paired read) and executor/qwen3-compute
 # at n = 1, 4, 16, 64 (run_ahead also executor/active:8: 16 tokens on each of 8 experts, four
-# passes each). With the defaults (8 rounds x 3 repetitions) the five take about 25 min on
+# passes each with 4-token tiles). With the defaults (8 rounds x 3 repetitions) the five take about 25 min on
 # 2 cores; the machine must be otherwise idle. --fast-read sorts paired fractions by the memory's
 # state (over GBPS counts as fast) where the read flips between two (docs/benchmarks/executor_zen4.md).
 # Writes FILE (default BUILD/cpu_kind_checks.md) with the machine, compiler and commit.

@@ -308,8 +308,9 @@ class page_placed {
 constexpr std::size_t activation_offset = 2048;
 
 // One tile of a row kernel: 4 bfloat16 weight rows, `cols` long, by `tokens` activation rows,
-// as token pass `pass` meets it (0 streams along the rows, 1 asks for the next block's rows, 2
-// and later only compute). The weights of both blocks fit in L2, so this is the kernel's
+// as token pass `pass` meets it (0 streams along the rows; later passes ask for the next block's
+// rows as this process's sweeps do, `weight_run_ahead()`: 1 the whole block and 2 on nothing, or
+// each of 1 to 4 one row). The weights of both blocks fit in L2, so this is the kernel's
 // compute rate alone. Counters: multiply-adds (weight x token products) per second, and for
 // the AVX512_BF16 kernel vdpbf16ps per second (Zen 5 issues two per cycle per core).
 template <class Kernel>
@@ -323,6 +324,7 @@ void tile_in_cache(benchmark::State& state, int cols, int tokens, int pass) {
   block.next_block_bytes = std::ptrdiff_t{rows} * cols * std::ptrdiff_t{sizeof(mr::bfloat16)};
   block.pass = pass;
   block.streams_to_l2 = mr::cpu::weight_stream_cache() == mr::cpu::stream_cache::l2;  // as the executor's sweeps
+  block.one_row_per_pass = mr::cpu::weight_run_ahead() == mr::cpu::run_ahead_style::one_row_per_pass;
   mr::cpu::tile_sums sums;
   for (auto _ : state) {
     mr::cpu::multiply_tile(Kernel{}, block, cols, x.data(), cols, tokens, sums);

@@ -789,7 +789,8 @@ void multiply_tile(recording_kernel<BlocksFirst>, const mr::cpu::row_block<float
 }  // namespace
 
 namespace {
-TEST_CASE("a sweep hands out its tiles in the kernel's order, the second pass asking for the rows taken next") {
+TEST_CASE(
+    "a sweep hands out its tiles in the kernel's order, the passes that run ahead asking for the rows taken next") {
   using namespace sweep_order_test;
   // 10 rows: blocks at rows 0, 4 and 8 (the last one short). 5 tokens in tiles of at most 2:
   // passes of 2, 2 and 1 tokens, from activation rows 0, 2 and 4.

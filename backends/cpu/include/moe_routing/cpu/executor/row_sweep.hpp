@@ -12,8 +12,8 @@
 ///     sweeps them all again. An item's rows (32 x d x 2 bytes, 128 KiB for gate and up at
 ///     d = 2048 in bfloat16) stay in L2 for the later groups, the group's activation rows (at
 ///     most 6 x d x 2 bytes in bfloat16) in L1 for the whole item.
-///   - blocks first: every group over one block before the next, and the second group asks for
-///     the next block's rows while it computes. So each block's reads overlap the previous
+///   - blocks first: every group over one block before the next, and the later groups ask for
+///     the next block's rows while they compute. So each block's reads overlap the previous
 ///     block's compute, where the other order streams the item in its first pass and computes
 ///     the later ones with the memory mostly idle (our reading). A busy expert's activation rows
 ///     come from L2 at every tile instead (22 tokens of d = 2048 are 88 KiB in bfloat16, more
@@ -22,8 +22,8 @@
 ///
 /// While the first group works through a block, the kernel prefetches ahead along each row and
 /// on into the same row of the next block, so memory keeps streaming through the block's
-/// epilogue; the second group asks for the rows the core takes next while it computes
-/// (`prefetch_step`).
+/// epilogue; the later groups ask for the rows the core takes next while they compute (the second
+/// group all of them, or each later group one row: `run_ahead.hpp`, `prefetch_step`).
 ///
 /// Streaming into L2, a kernel may read a one-token sweep of consecutive rows in address order
 /// instead, each row to its end before the next (`reads_one_token_rows_in_order`).
@@ -79,8 +79,8 @@ constexpr bool reads_one_token_rows_in_order(Kernel) noexcept {
 
 /// A block of weight rows for `multiply_tile`, with how far (in bytes) each row is from the
 /// same row of the next block, where the prefetches go once they run past the row's end; how
-/// many blocks on the second pass asks for the same rows (the rows the core works on after
-/// the ones it has now: `sweep_blocks`); and which pass of the token groups over the block
+/// many blocks on the passes that run ahead ask for the same rows (the rows the core works on
+/// after the ones it has now: `sweep_blocks`); and which pass of the token groups over the block
 /// this is, whether the first pass streams into L2 rather than L1, and whether the later passes
 /// run ahead one row each rather than the second a whole block (`prefetch_step`).
 template <class Weight, int Rows = block_rows>
@@ -274,11 +274,11 @@ struct block_extent {
 /// `Group`: each group over every block, or, where the kernel's sweeps take blocks first here
 /// (`sweep_order_of`), every group over each block (see the file comment). `block_at(extent,
 /// block)` points a `row_block<Weight, Rows>`'s rows at a block's; the sweep sets the fields
-/// that follow from its shape and order (the next block's distance, how far on the second pass
-/// prefetches, the pass). The groups are as even as they come (7 tokens in tiles of 4 and 3,
-/// not 6 and 1: a tile of one token leaves the multiply-add units mostly waiting). Each tile's
-/// sums (`block_sums<Rows>`) go to `take(extent, first_token, tokens, sums, group)`, `group`
-/// the tile's most tokens as a `std::integral_constant` (`Group`).
+/// that follow from its shape and order (the next block's distance, how far on the passes that
+/// run ahead prefetch, the pass, the process's stream cache and run-ahead). The groups are as even as they come (7
+/// tokens in tiles of 4 and 3, not 6 and 1: a tile of one token leaves the multiply-add units mostly waiting). Each
+/// tile's sums (`block_sums<Rows>`) go to `take(extent, first_token, tokens, sums, group)`, `group` the tile's most
+/// tokens as a `std::integral_constant` (`Group`).
 template <int Rows, int Group, class Weight, class Kernel, class Input, class BlockAt, class Take>
 [[gnu::always_inline]] inline void sweep_blocks_of(Kernel kernel, int row_begin, int row_end, int matrices, int cols,
                                                    const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,
@@ -301,7 +301,7 @@ template <int Rows, int Group, class Weight, class Kernel, class Input, class Bl
     row_block<Weight, Rows> block;
     block_at(rows, block);
     block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(Weight)};
-    // Where the second pass asks: blocks first, the next block, which this core takes next;
+    // Where the passes that run ahead ask: blocks first, the next block, which this core takes next;
     // token groups first, the same block of the next item (`blocks` blocks on), which the
     // parallel loop mostly hands the same core after this item's passes.
     block.run_ahead_blocks = blocks_first ? 1 : blocks;

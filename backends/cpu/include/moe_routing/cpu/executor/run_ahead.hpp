@@ -8,7 +8,8 @@
 ///   - one row per pass: the second pass asks for the block's first row, the third for its
 ///     second, and so on to the last row (later passes ask for nothing): a quarter of the rate
 ///     in blocks of 4 rows, spread over up to four passes, and fewer of the rows when fewer
-///     passes follow the first (an expert of 5-8 tokens has one: a quarter of the next rows).
+///     passes follow the first (with 4-token tiles an expert of 5-8 tokens has one: a quarter of
+///     the next rows).
 ///
 /// Why it matters: one core reading alone draws about half of what both draw (on Ice Lake-SP
 /// 11.2 of 20.7 GB/s), so at n = 16 and 64 the layer stays at memory speed only while both cores
@@ -22,7 +23,8 @@
 /// queueing behind them. On
 /// Zen 5 the whole block measured 0.93 of no run-ahead at n = 64 (`row_sweep.hpp`); one row per
 /// pass is unmeasured on AMD, so AMD's CPUs keep the whole block and every other CPU takes one
-/// row per pass.
+/// row per pass. Only Ice Lake-SP with `avx512_pairs` measured it: other Intel CPUs (AMX
+/// machines' row kernels, AVX2-only ones), other vendors and non-x86 builds take it unmeasured.
 ///
 /// `MOE_ROUTING_RUN_AHEAD` (environment, read once) overrides the default with `block` or `row`,
 /// so the comparison can be made on any machine with one binary
