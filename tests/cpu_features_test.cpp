@@ -157,11 +157,9 @@ TEST_CASE("the weight rows stream where this CPU's default or MOE_ROUTING_STREAM
 #if MOE_ROUTING_X86_KERNELS
   // CPUID's vendor and family as Linux reads them, on any x86 machine (not only where they
   // change the default).
-  bool amd = false;
-  int family = 0;
-  mr::cpu::detail::cpu_vendor_family(amd, family);
-  CHECK(amd == (cpuinfo_value("vendor_id") == "AuthenticAMD"));
-  CHECK(family == std::stoi(cpuinfo_value("cpu family")));
+  const mr::cpu::detail::vendor_family cpu = mr::cpu::detail::cpu_vendor_family();
+  CHECK(cpu.amd == (cpuinfo_value("vendor_id") == "AuthenticAMD"));
+  CHECK(cpu.family == std::stoi(cpuinfo_value("cpu family")));
 #endif
   const std::string report = mr::cpu::kernel_report();
   CAPTURE(report);

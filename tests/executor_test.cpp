@@ -698,9 +698,8 @@ TEST_CASE("a call lists its busiest expert's work items first") {
 // the block's rows: 2 KiB a row in blocks of 4, 1 KiB in the wide tiles' 8), or, past the row's
 // end, the same distance on into the same row of the next block; the second pass the same
 // column of the row `run_ahead_blocks` blocks on (a pass that runs ahead over one row, the same);
-// later passes nothing (distance 0). The kernels
-// add the distance to each row's element c, so a wrong distance would stream the wrong lines
-// (slower, never wrong sums: no sum test sees it).
+// later passes nothing (distance 0). The kernels add the distance to each row's element c, so a
+// wrong distance would stream the wrong lines (slower, never wrong sums: no sum test sees it).
 TEST_CASE("the prefetch distance points at the line each pass streams") {
   using mr::cpu::prefetch_mode;
   const auto check = [&]<class Weight, int Rows>(Weight, std::integral_constant<int, Rows>) {
@@ -980,7 +979,7 @@ TEST_CASE("a pass's prefetch mode follows the block's pass and stream cache") {
 // with the whole block, rows [0, Rows) in pass 1 and none in any other; with one row per pass,
 // row p - 1 in pass p from 1 to Rows and none in pass 0 or after Rows.
 TEST_CASE("the rows each later pass asks for ahead") {
-  const auto rows_of = [&]<int Rows>(std::integral_constant<int, Rows>, int pass, bool one_row_per_pass) {
+  const auto rows_of = []<int Rows>(std::integral_constant<int, Rows>, int pass, bool one_row_per_pass) {
     mr::cpu::row_block<mr::bfloat16, Rows> block;
     block.pass = pass;
     block.one_row_per_pass = one_row_per_pass;

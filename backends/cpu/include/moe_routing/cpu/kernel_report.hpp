@@ -24,8 +24,8 @@ namespace moe_routing::cpu {
 /// executor: avx512_pairs for bfloat16 weights, avx512 otherwise; ...; run-ahead: one row per
 /// later pass; ...", or on an AMD CPU with AVX2 "cpu: avx2; executor: avx2_bf16 for bfloat16
 /// weights, avx2 otherwise; weight rows streamed into L1; avx2_bf16 sweeps blocks first;
-/// run-ahead: a whole block; routing top-k and mass ranking: avx2; parallel loops: TBB", or where one kernel
-/// takes every weight type "executor: portable for every weight type". The AMX tiles walk their
+/// run-ahead: a whole block; routing top-k and mass ranking: avx2; parallel loops: TBB", or
+/// where one kernel takes every weight type "executor: portable for every weight type". The AMX tiles walk their
 /// own order, so an AMX machine's report names no sweep order.
 inline std::string kernel_report() {
   const isa_level bf16 = best_projection_level(), other = projection_level(isa_level::amx, false);

@@ -207,8 +207,8 @@ template <prefetch_mode Mode, class Weight, int Rows>
 /// shorter than the distance, such as the down projection's 1.5 KiB at h = 768 against 2 KiB,
 /// that runs on into the rows after it: the block's rows lie one after another, so every line
 /// is still asked for, some earlier); in the passes that run ahead to the same column
-/// `run_ahead_blocks` blocks on. It depends on `c`, `cols` and the block's distances alone, not on the row, so a
-/// kernel asks once per step of its column loop, and GCC splits that loop where the first
+/// `run_ahead_blocks` blocks on. It depends on `c`, `cols` and the block's distances alone, not
+/// on the row, so a kernel asks once per step of its column loop, and GCC splits that loop where the first
 /// pass's distance changes (while the distance is a compile-time constant: computed at run
 /// time, the 6-token tile's first pass in cache ran at 0.80 of its rate on Zen 4). Asked per
 /// row and prefetch instead (until 2026-11-28), behind a branch, the prefetches took more
@@ -275,10 +275,11 @@ struct block_extent {
 /// (`sweep_order_of`), every group over each block (see the file comment). `block_at(extent,
 /// block)` points a `row_block<Weight, Rows>`'s rows at a block's; the sweep sets the fields
 /// that follow from its shape and order (the next block's distance, how far on the passes that
-/// run ahead prefetch, the pass, the process's stream cache and run-ahead). The groups are as even as they come (7
-/// tokens in tiles of 4 and 3, not 6 and 1: a tile of one token leaves the multiply-add units mostly waiting). Each
-/// tile's sums (`block_sums<Rows>`) go to `take(extent, first_token, tokens, sums, group)`, `group` the tile's most
-/// tokens as a `std::integral_constant` (`Group`).
+/// run ahead prefetch, the pass, the process's stream cache and run-ahead). The groups are as
+/// even as they come (7 tokens in tiles of 4 and 3, not 6 and 1: a tile of one token leaves the
+/// multiply-add units mostly waiting). Each tile's sums (`block_sums<Rows>`) go to
+/// `take(extent, first_token, tokens, sums, group)`, `group` the tile's most tokens as a
+/// `std::integral_constant` (`Group`).
 template <int Rows, int Group, class Weight, class Kernel, class Input, class BlockAt, class Take>
 [[gnu::always_inline]] inline void sweep_blocks_of(Kernel kernel, int row_begin, int row_end, int matrices, int cols,
                                                    const Input* x, std::ptrdiff_t x_stride, int m, BlockAt&& block_at,
@@ -301,8 +302,8 @@ template <int Rows, int Group, class Weight, class Kernel, class Input, class Bl
     row_block<Weight, Rows> block;
     block_at(rows, block);
     block.next_block_bytes = std::ptrdiff_t{rows_per_block} * cols * std::ptrdiff_t{sizeof(Weight)};
-    // Where the passes that run ahead ask: blocks first, the next block, which this core takes next;
-    // token groups first, the same block of the next item (`blocks` blocks on), which the
+    // Where the passes that run ahead ask: blocks first, the next block, which this core takes
+    // next; token groups first, the same block of the next item (`blocks` blocks on), which the
     // parallel loop mostly hands the same core after this item's passes.
     block.run_ahead_blocks = blocks_first ? 1 : blocks;
     block.pass = pass;

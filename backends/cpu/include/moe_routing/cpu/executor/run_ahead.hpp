@@ -64,13 +64,9 @@ inline std::optional<run_ahead_style> parse_run_ahead(const char* text) noexcept
 /// default (`default_run_ahead`, by CPUID's vendor). Worked out on the first call (thread-safe),
 /// then a load.
 inline run_ahead_style weight_run_ahead() {
-  static const run_ahead_style style = [] {
-    bool amd = false;
-    int family = 0;
-    detail::cpu_vendor_family(amd, family);
-    return detail::environment_choice("MOE_ROUTING_RUN_AHEAD", "block or row", detail::parse_run_ahead)
-        .value_or(default_run_ahead(amd));
-  }();
+  static const run_ahead_style style =
+      detail::environment_choice("MOE_ROUTING_RUN_AHEAD", "block or row", detail::parse_run_ahead)
+          .value_or(default_run_ahead(detail::cpu_vendor_family().amd));
   return style;
 }
 

@@ -111,25 +111,27 @@ inline bool cpu_runs(isa_level level) { return static_cast<int>(cpu_isa()) >= st
 
 namespace detail {
 
-#if MOE_ROUTING_X86_KERNELS
 /// Whether CPUID names AMD as the vendor, and the CPU's family (base plus extended, as AMD and
-/// Intel both number it).
-inline void cpu_vendor_family(bool& amd, int& family) noexcept {
+/// Intel both number it): what the executor's per-CPU tuning tells CPUs apart by.
+struct vendor_family {
+  bool amd = false;
+  int family = 0;
+};
+
+#if MOE_ROUTING_X86_KERNELS
+inline vendor_family cpu_vendor_family() noexcept {
   unsigned top = 0, b = 0, c = 0, d = 0;
-  amd = false;
-  family = 0;
-  if (__get_cpuid(0, &top, &b, &c, &d) == 0) return;
-  amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+  vendor_family cpu;
+  if (__get_cpuid(0, &top, &b, &c, &d) == 0) return cpu;
+  cpu.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
   unsigned a = 0;
-  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return cpu;
   const int base = static_cast<int>((a >> 8) & 0xf), extended = static_cast<int>((a >> 20) & 0xff);
-  family = base == 0xf ? base + extended : base;
+  cpu.family = base == 0xf ? base + extended : base;
+  return cpu;
 }
 #else
-inline void cpu_vendor_family(bool& amd, int& family) noexcept {
-  amd = false;
-  family = 0;
-}
+inline vendor_family cpu_vendor_family() noexcept { return {}; }
 #endif
 
 /// Whether a CPU is Zen 4: AMD's family 25 (19h) with AVX-512 (Zen 3, the same family, has no
@@ -142,12 +144,9 @@ constexpr bool is_zen4(bool amd, int family, bool avx512) noexcept { return amd 
 /// what `MOE_ROUTING_CPU_ISA` caps: a forced kernel is tuned as the default kernel of the same
 /// CPU is. Worked out on the first call (thread-safe), then a load.
 inline bool runs_on_zen4() {
-  static const bool zen4 = [] {
-    bool amd = false;
-    int family = 0;
-    detail::cpu_vendor_family(amd, family);
-    return detail::is_zen4(amd, family, static_cast<int>(detail::detect_isa()) >= static_cast<int>(isa_level::avx512));
-  }();
+  static const detail::vendor_family cpu = detail::cpu_vendor_family();
+  static const bool zen4 = detail::is_zen4(
+      cpu.amd, cpu.family, static_cast<int>(detail::detect_isa()) >= static_cast<int>(isa_level::avx512));
   return zen4;
 }
 
