@@ -749,6 +749,69 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
   check(mr::bfloat16{}, std::integral_constant<int, mr::cpu::wide_block_rows>{});
 }
 
+// Which lines each pass asks for, recorded through `prefetch_lines`'s sink and checked against
+// the rule written out here: the first pass every row at every column it is called for (into
+// L1, or L2 when streaming there); a pass running ahead over the whole block every row, and one
+// running ahead one row only row `pass - 1`, both once per 64-byte line and into L2; a pass
+// that computes only, nothing. A wrong row or cache would only slow the kernels.
+TEST_CASE("each pass prefetches the rows, lines and cache its mode names") {
+  using mr::cpu::prefetch_mode;
+  struct asked {
+    std::uintptr_t address;
+    int locality;
+    bool operator==(const asked&) const = default;
+  };
+  const auto check = [&]<class Weight, int Rows>(Weight, std::integral_constant<int, Rows>) {
+    constexpr int cols = 300, line_columns = 64 / static_cast<int>(sizeof(Weight));
+    std::vector<Weight> matrix(static_cast<std::size_t>(Rows) * cols);
+    mr::cpu::row_block<Weight, Rows> block;
+    for (int i = 0; i < Rows; ++i) block.rows[i] = matrix.data() + std::ptrdiff_t{i} * cols;
+    block.one_row_per_pass = true;
+    const std::ptrdiff_t distance = 4096 + 64;  // any distance: each address is row + c + it
+    const auto address = [&](int i, int c) {
+      return reinterpret_cast<std::uintptr_t>(matrix.data()) +
+             static_cast<std::uintptr_t>((std::ptrdiff_t{i} * cols + c) * std::ptrdiff_t{sizeof(Weight)} + distance);
+    };
+    const auto recorded = [&]<prefetch_mode Mode>(std::integral_constant<prefetch_mode, Mode>, int pass) {
+      block.pass = pass;
+      std::vector<asked> lines;
+      for (int c = 0; c < cols; ++c) {
+        mr::cpu::prefetch_lines<Mode>(block, c, distance,
+                                      [&]<int L>(std::uintptr_t at, std::integral_constant<int, L>) {
+                                        lines.push_back({at, L});
+                                      });
+      }
+      return lines;
+    };
+    const auto expected = [&](bool every_column, int first_row, int end_row, int locality) {
+      std::vector<asked> lines;
+      for (int c = 0; c < cols; ++c) {
+        if (!every_column && c % line_columns != 0) continue;
+        for (int i = first_row; i < end_row; ++i) lines.push_back({address(i, c), locality});
+      }
+      return lines;
+    };
+    using stream = std::integral_constant<prefetch_mode, prefetch_mode::stream>;
+    using stream_to_l2 = std::integral_constant<prefetch_mode, prefetch_mode::stream_to_l2>;
+    using run_ahead = std::integral_constant<prefetch_mode, prefetch_mode::run_ahead>;
+    using run_ahead_row = std::integral_constant<prefetch_mode, prefetch_mode::run_ahead_row>;
+    using none = std::integral_constant<prefetch_mode, prefetch_mode::none>;
+    CAPTURE(sizeof(Weight));
+    CAPTURE(Rows);
+    CHECK(recorded(stream{}, 0) == expected(true, 0, Rows, 3));
+    CHECK(recorded(stream_to_l2{}, 0) == expected(true, 0, Rows, 2));
+    CHECK(recorded(run_ahead{}, 1) == expected(false, 0, Rows, 2));
+    for (int pass = 1; pass <= Rows; ++pass) {
+      CAPTURE(pass);
+      CHECK(recorded(run_ahead_row{}, pass) == expected(false, pass - 1, pass, 2));
+    }
+    CHECK(recorded(none{}, Rows + 1).empty());
+  };
+  check(float{}, std::integral_constant<int, mr::cpu::block_rows>{});
+  check(mr::bfloat16{}, std::integral_constant<int, mr::cpu::block_rows>{});
+  check(mr::bfloat16{}, std::integral_constant<int, mr::cpu::wide_block_rows>{});
+}
+
 // A kernel that only records the tiles a sweep hands it, in either order (its
 // `default_sweep_order`, or `MOE_ROUTING_SWEEP_ORDER`'s), to check the sweep's loops without a
 // real kernel's sums.

@@ -185,19 +185,31 @@ constexpr row_span run_ahead_rows(const row_block<Weight, Rows>& block) noexcept
 /// same for every row: one addition to the address the kernel already has for the row. Always
 /// inlined: compiled as a separate function, GCC 12 at -O1 and up left neither the call nor a
 /// prefetch in the kernels.
-template <prefetch_mode Mode, class Weight, int Rows>
-[[gnu::always_inline]] inline void prefetch_lines(const row_block<Weight, Rows>& block, int c,
-                                                  std::ptrdiff_t distance) noexcept {
+///
+/// Each address goes to `prefetch(address, locality)`, `locality` a
+/// `std::integral_constant<int, L>`: the kernels' `issue_prefetch` asks the CPU, and a test
+/// passes one that records which lines each pass asks for (which rows, at which columns, into
+/// which cache), which no sum can show.
+struct issue_prefetch {
+  template <int Locality>
+  [[gnu::always_inline]] void operator()(std::uintptr_t address, std::integral_constant<int, Locality>) const noexcept {
+    prefetch_address<Locality>(address);
+  }
+};
+template <prefetch_mode Mode, class Weight, int Rows, class Prefetch = issue_prefetch>
+[[gnu::always_inline]] inline void prefetch_lines(const row_block<Weight, Rows>& block, int c, std::ptrdiff_t distance,
+                                                  Prefetch&& prefetch = {}) noexcept {
   constexpr int line_columns = 64 / static_cast<int>(sizeof(Weight));
+  constexpr std::integral_constant<int, 2> into_l2{};
   if constexpr (streams(Mode)) {
-    constexpr int locality = stream_locality(Mode);
-    for (int i = 0; i < Rows; ++i) prefetch_address<locality>(address_on(block.rows[i] + c, distance));
+    constexpr std::integral_constant<int, stream_locality(Mode)> locality{};
+    for (int i = 0; i < Rows; ++i) prefetch(address_on(block.rows[i] + c, distance), locality);
   } else if constexpr (Mode == prefetch_mode::run_ahead) {
     if (c % line_columns != 0) return;
-    for (int i = 0; i < Rows; ++i) prefetch_address<2>(address_on(block.rows[i] + c, distance));
+    for (int i = 0; i < Rows; ++i) prefetch(address_on(block.rows[i] + c, distance), into_l2);
   } else if constexpr (Mode == prefetch_mode::run_ahead_row) {
     if (c % line_columns != 0) return;
-    prefetch_address<2>(address_on(block.rows[run_ahead_rows(block).first] + c, distance));
+    prefetch(address_on(block.rows[run_ahead_rows(block).first] + c, distance), into_l2);
   }
 }
 
