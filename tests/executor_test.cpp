@@ -749,11 +749,12 @@ TEST_CASE("the prefetch distance points at the line each pass streams") {
   check(mr::bfloat16{}, std::integral_constant<int, mr::cpu::wide_block_rows>{});
 }
 
-// Which lines each pass asks for, recorded through `prefetch_lines`'s sink and checked against
-// the rule written out here: the first pass every row at every column it is called for (into
-// L1, or L2 when streaming there); a pass running ahead over the whole block every row, and one
-// running ahead one row only row `pass - 1`, both once per 64-byte line and into L2; a pass
-// that computes only, nothing. A wrong row or cache would only slow the kernels.
+// Which lines each prefetch mode asks for, recorded through `prefetch_lines`'s sink and checked
+// against the rule written out here: the first pass's modes every row at every column they are
+// called for (into L1, or L2 when streaming there); running ahead over the whole block every
+// row, and running ahead one row only row `pass - 1`, both once per 64 bytes of columns and into
+// L2; computing only, nothing. Which mode each pass takes is checked in "a pass's prefetch mode
+// follows the block's pass and stream cache". A wrong row or cache would only slow the kernels.
 TEST_CASE("each pass prefetches the rows, lines and cache its mode names") {
   using mr::cpu::prefetch_mode;
   struct asked {
@@ -809,6 +810,7 @@ TEST_CASE("each pass prefetches the rows, lines and cache its mode names") {
   };
   check(float{}, std::integral_constant<int, mr::cpu::block_rows>{});
   check(mr::bfloat16{}, std::integral_constant<int, mr::cpu::block_rows>{});
+  check(float{}, std::integral_constant<int, mr::cpu::wide_block_rows>{});
   check(mr::bfloat16{}, std::integral_constant<int, mr::cpu::wide_block_rows>{});
 }
 

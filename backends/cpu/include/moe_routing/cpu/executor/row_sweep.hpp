@@ -163,6 +163,15 @@ constexpr row_span run_ahead_rows(const row_block<Weight, Rows>& block) noexcept
   return block.pass == 1 ? row_span{0, Rows} : row_span{};
 }
 
+/// `prefetch_lines`'s default sink: asks the CPU for the line at `address`, into the cache that
+/// `Locality` names (`prefetch_address`).
+struct issue_prefetch {
+  template <int Locality>
+  [[gnu::always_inline]] void operator()(std::uintptr_t address, std::integral_constant<int, Locality>) const noexcept {
+    prefetch_address<Locality>(address);
+  }
+};
+
 /// The prefetches of a kernel at column `c` of its walk along the block (`c` a multiple of its
 /// column step), for the pass `Mode` of the token groups over the sweep (`with_prefetch_mode`):
 ///   - the first pass streams the rows: `stream_ahead_bytes` ahead along each row, and from the
@@ -187,15 +196,9 @@ constexpr row_span run_ahead_rows(const row_block<Weight, Rows>& block) noexcept
 /// prefetch in the kernels.
 ///
 /// Each address goes to `prefetch(address, locality)`, `locality` a
-/// `std::integral_constant<int, L>`: the kernels' `issue_prefetch` asks the CPU, and a test
+/// `std::integral_constant<int, L>`: by default `issue_prefetch`, which asks the CPU; a test
 /// passes one that records which lines each pass asks for (which rows, at which columns, into
 /// which cache), which no sum can show.
-struct issue_prefetch {
-  template <int Locality>
-  [[gnu::always_inline]] void operator()(std::uintptr_t address, std::integral_constant<int, Locality>) const noexcept {
-    prefetch_address<Locality>(address);
-  }
-};
 template <prefetch_mode Mode, class Weight, int Rows, class Prefetch = issue_prefetch>
 [[gnu::always_inline]] inline void prefetch_lines(const row_block<Weight, Rows>& block, int c, std::ptrdiff_t distance,
                                                   Prefetch&& prefetch = {}) noexcept {
